@@ -1,0 +1,11 @@
+"""fairseq-syntax: source-side syntax for fairseq NMT, loaded with ``--user-dir fairseq_syntax``.
+
+Importing the package registers the ``syntax_translation`` task, the syntax models and
+their architectures, and the syntax criterions with fairseq, and admits the globals that
+fairseq checkpoints hold to torch's ``weights_only`` loader (see ``checkpoints.py``).
+"""
+
+__version__ = "0.1.0"
+
+from . import checkpoints  # noqa: F401  (before any checkpoint is loaded)
+from . import criterions, models, tasks  # noqa: F401

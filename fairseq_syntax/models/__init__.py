@@ -1,0 +1,1 @@
+from . import relative_transformer  # noqa: F401

@@ -1,0 +1,427 @@
+"""Relative position representations for self-attention.
+
+Implements the relative position representations of Shaw et al. (2018) and
+the dependency-based relative depth representations of paper 000
+("Dependency-Based Relative Positional Encoding for Transformer NMT"):
+
+* eqs. 11-15: Shaw et al.; ``a^K_ij = w^K_{clip(j - i, k)}``,
+  ``a^V_ij = w^V_{clip(j - i, k)}``;
+* eqs. 16-20: relative dependency depth ``dist_ij = depth(n_j) - depth(n_i)``,
+  ``b^K_ij = w^K_{clip(dist_ij, l)}``, ``b^V_ij = w^V_{clip(dist_ij, l)}``;
+* eqs. 21-22: several relative representations are summed.
+
+Everything is expressed as a list of ``(RelativeEmbedding, bucket indices)``
+pairs given to :class:`RelativeMultiheadAttention`. The attention never
+materialises a ``B x H x T x S x d`` tensor: the key term is computed as
+``q @ W^K^T`` (``(B*H, T, 2k+1)``) followed by a gather over the bucket
+indices, and the value term by accumulating the attention probabilities per
+bucket (``(B*H, T, 2k+1)``) followed by ``@ W^V``.
+"""
+
+import contextlib
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from fairseq import utils
+from fairseq.modules.multihead_attention import MultiheadAttention
+
+__all__ = [
+    "RelativeEmbedding",
+    "RelativeMultiheadAttention",
+    "RelativeInputs",
+    "relative_bucket",
+    "sequence_relative_positions",
+]
+
+
+def relative_bucket(relative: Tensor, max_distance: int) -> Tensor:
+    """Map relative distances to table rows: ``clip(x, k) + k`` (paper 000 eq. 15).
+
+    Args:
+        relative: integer tensor of relative distances (any shape).
+        max_distance: clipping distance ``k`` (or ``l``, eqs. 19-20).
+
+    Returns:
+        LongTensor of the same shape with values in ``[0, 2k]``.
+    """
+    return relative.clamp(-max_distance, max_distance).long() + max_distance
+
+
+def sequence_relative_positions(
+    tgt_len: int, src_len: int, device: Optional[torch.device] = None
+) -> Tensor:
+    """Relative sequence distances ``j - i`` (paper 000 eqs. 13-14), shape ``(T, S)``.
+
+    Queries are the *last* ``tgt_len`` positions of the ``src_len`` keys, i.e.
+    query ``i`` is at position ``src_len - tgt_len + i`` and key ``j`` at
+    position ``j``. This covers full self-attention (``T == S``) and
+    incremental decoding (one query at step ``t`` = number of cached keys,
+    keys ``0..t``).
+    """
+    key_pos = torch.arange(src_len, device=device)
+    query_pos = key_pos[src_len - tgt_len :]
+    return key_pos.unsqueeze(0) - query_pos.unsqueeze(1)
+
+
+class RelativeEmbedding(nn.Module):
+    """Learned relative position tables ``w^K`` and ``w^V`` (paper 000 eqs. 13-14, 19-20).
+
+    Each table has ``2 * max_distance + 1`` rows of size ``head_dim`` and is
+    shared across heads (Shaw et al., 2018). Either table can be switched off
+    for the ablation of paper 000 Table 3 (``keys=False``: eq. 18 falls back to
+    eq. 7; ``values=False``: eq. 17 falls back to eq. 5).
+
+    Args:
+        max_distance: clipping distance ``k`` (eq. 15) or ``l`` (eqs. 19-20).
+        embed_dim: size of each row (the attention head dimension ``d_k``).
+        keys: learn a key table ``w^K``.
+        values: learn a value table ``w^V``.
+    """
+
+    def __init__(
+        self, max_distance: int, embed_dim: int, keys: bool = True, values: bool = True
+    ) -> None:
+        super().__init__()
+        if max_distance < 0:
+            raise ValueError(f"max_distance must be >= 0, got {max_distance}")
+        self.max_distance = int(max_distance)
+        self.num_buckets = 2 * self.max_distance + 1
+        self.embed_dim = int(embed_dim)
+        self.key_table: Optional[nn.Parameter]
+        self.value_table: Optional[nn.Parameter]
+        if keys:
+            self.key_table = nn.Parameter(torch.empty(self.num_buckets, self.embed_dim))
+        else:
+            self.register_parameter("key_table", None)
+        if values:
+            self.value_table = nn.Parameter(
+                torch.empty(self.num_buckets, self.embed_dim)
+            )
+        else:
+            self.register_parameter("value_table", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for table in (self.key_table, self.value_table):
+            if table is not None:
+                nn.init.xavier_uniform_(table)
+
+    @property
+    def active(self) -> bool:
+        """Whether at least one of the key/value tables exists."""
+        return self.key_table is not None or self.value_table is not None
+
+    def bucket(self, relative: Tensor) -> Tensor:
+        """``clip(relative, k) + k`` as a LongTensor (paper 000 eq. 15)."""
+        return relative_bucket(relative, self.max_distance)
+
+    def extra_repr(self) -> str:
+        return (
+            f"max_distance={self.max_distance}, embed_dim={self.embed_dim}, "
+            f"keys={self.key_table is not None}, values={self.value_table is not None}"
+        )
+
+
+# A list of (table, bucket indices) pairs. Bucket indices are (B, T, S) or
+# (T, S) LongTensors with values in [0, table.num_buckets); ``None`` means
+# "sequence distance j - i" computed inside the attention from the query and
+# (possibly cached) key positions, see ``sequence_relative_positions``.
+RelativeInputs = List[Tuple[RelativeEmbedding, Optional[Tensor]]]
+
+
+class RelativeMultiheadAttention(MultiheadAttention):
+    """fairseq :class:`MultiheadAttention` with relative position representations.
+
+    For self-attention, ``forward`` additionally accepts ``relative``, a list
+    of ``(RelativeEmbedding, buckets)`` pairs, and computes (paper 000
+    eqs. 11-12, 17-18, 21-22)::
+
+        e_ij = q_i (k_j + sum_r a^(r)K_ij)^T / sqrt(d)
+        z_i  = sum_j alpha_ij (v_j + sum_r a^(r)V_ij)
+
+    with ``a^(r)K_ij = table_r.key_table[buckets_r[b, i, j]]`` (idem values).
+    As in fairseq, ``q`` is scaled by ``head_dim ** -0.5`` before the
+    products, so the same scale applies to the relative term.
+
+    When ``relative`` is None or empty (and no scoped relative inputs are set
+    via :meth:`relative_scope`) this is exactly fairseq's
+    ``MultiheadAttention.forward``.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._scoped_relative: Optional[RelativeInputs] = None
+
+    @contextlib.contextmanager
+    def relative_scope(self, relative: Optional[RelativeInputs]) -> Iterator[None]:
+        """Use ``relative`` for calls of :meth:`forward` that do not pass one.
+
+        This lets fairseq's transformer layers, whose ``forward`` call the
+        self-attention without a ``relative`` argument, be reused unchanged:
+        the relative-aware layers wrap ``super().forward`` in this scope.
+        """
+        previous = self._scoped_relative
+        self._scoped_relative = relative
+        try:
+            yield
+        finally:
+            self._scoped_relative = previous
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+        relative: Optional[RelativeInputs] = None,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Input shape: Time x Batch x Channel (see fairseq ``MultiheadAttention``).
+
+        Args:
+            relative: list of ``(RelativeEmbedding, buckets)``; ``buckets`` is
+                a LongTensor ``(B, T, S)`` or ``(T, S)`` (broadcast over the
+                batch) of row indices into the tables (eq. 15), or ``None``
+                for Shaw's sequence distance ``j - i`` computed from the query
+                and (cached) key positions. During incremental decoding,
+                explicit buckets must cover the current queries only and all
+                keys including the cached ones.
+        """
+        if relative is None:
+            relative = self._scoped_relative
+        active: RelativeInputs = (
+            [(table, b) for table, b in relative if table.active]
+            if relative is not None
+            else []
+        )
+        if len(active) == 0:
+            return super().forward(
+                query,
+                key,
+                value,
+                key_padding_mask=key_padding_mask,
+                incremental_state=incremental_state,
+                need_weights=need_weights,
+                static_kv=static_kv,
+                attn_mask=attn_mask,
+                before_softmax=before_softmax,
+                need_head_weights=need_head_weights,
+            )
+        return self._relative_forward(
+            query,
+            active,
+            key_padding_mask=key_padding_mask,
+            incremental_state=incremental_state,
+            need_weights=need_weights,
+            static_kv=static_kv,
+            attn_mask=attn_mask,
+            before_softmax=before_softmax,
+            need_head_weights=need_head_weights,
+        )
+
+    def _expand_buckets(
+        self,
+        table: RelativeEmbedding,
+        buckets: Optional[Tensor],
+        bsz: int,
+        tgt_len: int,
+        src_len: int,
+        device: torch.device,
+    ) -> Tensor:
+        """Bucket indices as a ``(B, H, T, S)`` expanded view (no copy)."""
+        if buckets is None:
+            buckets = table.bucket(sequence_relative_positions(tgt_len, src_len, device))
+        if buckets.dim() == 2:
+            buckets = buckets.unsqueeze(0)
+        if (
+            buckets.dim() != 3
+            or buckets.size(1) != tgt_len
+            or buckets.size(2) != src_len
+            or buckets.size(0) not in (1, bsz)
+        ):
+            raise ValueError(
+                f"relative bucket indices of shape {tuple(buckets.shape)} do not "
+                f"match (batch={bsz}, tgt_len={tgt_len}, src_len={src_len})"
+            )
+        if buckets.dtype != torch.long:
+            buckets = buckets.long()
+        return buckets.unsqueeze(1).expand(bsz, self.num_heads, tgt_len, src_len)
+
+    def _relative_forward(
+        self,
+        query: Tensor,
+        relative: RelativeInputs,
+        key_padding_mask: Optional[Tensor],
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]],
+        need_weights: bool,
+        static_kv: bool,
+        attn_mask: Optional[Tensor],
+        before_softmax: bool,
+        need_head_weights: bool,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """Self-attention with relative representations (eqs. 11-12, 17-18, 21-22).
+
+        Mirrors the generic path of fairseq's ``MultiheadAttention.forward``
+        for self-attention (projections, incremental key/value cache, masks,
+        float softmax, dropout) and adds the relative key logits before the
+        masks and the relative value term after the attention product.
+        """
+        if not self.self_attention:
+            raise ValueError("relative position representations need self_attention=True")
+        if static_kv:
+            raise ValueError("relative position representations do not support static_kv")
+        if self.bias_k is not None or self.add_zero_attn:
+            raise ValueError(
+                "relative position representations do not support add_bias_kv/add_zero_attn"
+            )
+        if self.use_xformers:
+            raise ValueError(
+                "relative position representations do not support xformers attention"
+            )
+        if before_softmax and any(t.value_table is not None for t, _ in relative):
+            raise ValueError(
+                "before_softmax cannot return the relative value term (eq. 17)"
+            )
+        if need_head_weights:
+            need_weights = True
+
+        tgt_len, bsz, embed_dim = query.size()
+        if not self.skip_embed_dim_check:
+            assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
+        num_heads, head_dim = self.num_heads, self.head_dim
+
+        saved_state: Optional[Dict[str, Optional[Tensor]]] = None
+        if incremental_state is not None:
+            saved_state = self._get_input_buffer(incremental_state)
+
+        # fairseq scales q before q k^T; the relative key term shares the scale
+        q = self.q_proj(query) * self.scaling
+        k = self.k_proj(query)
+        v = self.v_proj(query)
+        q = q.contiguous().view(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+        k = k.contiguous().view(-1, bsz * num_heads, head_dim).transpose(0, 1)
+        v = v.contiguous().view(-1, bsz * num_heads, head_dim).transpose(0, 1)
+
+        if saved_state is not None:
+            # saved states are stored with shape (bsz, num_heads, seq_len, head_dim)
+            if "prev_key" in saved_state:
+                prev_key = saved_state["prev_key"]
+                assert prev_key is not None
+                k = torch.cat([prev_key.view(bsz * num_heads, -1, head_dim), k], dim=1)
+            if "prev_value" in saved_state:
+                prev_value = saved_state["prev_value"]
+                assert prev_value is not None
+                v = torch.cat(
+                    [prev_value.view(bsz * num_heads, -1, head_dim), v], dim=1
+                )
+            prev_key_padding_mask: Optional[Tensor] = None
+            if "prev_key_padding_mask" in saved_state:
+                prev_key_padding_mask = saved_state["prev_key_padding_mask"]
+            key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
+                key_padding_mask=key_padding_mask,
+                prev_key_padding_mask=prev_key_padding_mask,
+                batch_size=bsz,
+                src_len=k.size(1),
+                static_kv=False,
+            )
+            saved_state["prev_key"] = k.view(bsz, num_heads, -1, head_dim)
+            saved_state["prev_value"] = v.view(bsz, num_heads, -1, head_dim)
+            saved_state["prev_key_padding_mask"] = key_padding_mask
+            assert incremental_state is not None
+            incremental_state = self._set_input_buffer(incremental_state, saved_state)
+        src_len = k.size(1)
+
+        if key_padding_mask is not None and key_padding_mask.dim() == 0:
+            key_padding_mask = None
+        if key_padding_mask is not None:
+            assert key_padding_mask.size(0) == bsz
+            assert key_padding_mask.size(1) == src_len
+
+        indices = [
+            self._expand_buckets(table, buckets, bsz, tgt_len, src_len, q.device)
+            for table, buckets in relative
+        ]
+
+        attn_weights = torch.bmm(q, k.transpose(1, 2))
+        attn_weights = self.apply_sparse_mask(attn_weights, tgt_len, src_len, bsz)
+        assert list(attn_weights.size()) == [bsz * num_heads, tgt_len, src_len]
+
+        # relative key logits (eqs. 12, 18, 22): (q W^K_r^T)[..., bucket_ij]
+        logits4 = attn_weights.view(bsz, num_heads, tgt_len, src_len)
+        for (table, _), index in zip(relative, indices):
+            if table.key_table is None:
+                continue
+            rel_logits = torch.matmul(q, table.key_table.to(q.dtype).t())  # (BH, T, R)
+            rel_logits = rel_logits.view(bsz, num_heads, tgt_len, table.num_buckets)
+            # in place: the bmm result is not needed by autograd
+            logits4.add_(rel_logits.gather(3, index))
+        attn_weights = logits4.view(bsz * num_heads, tgt_len, src_len)
+
+        if attn_mask is not None:
+            attn_mask = attn_mask.unsqueeze(0)
+            if self.onnx_trace:
+                attn_mask = attn_mask.repeat(attn_weights.size(0), 1, 1)
+            attn_weights = attn_weights + attn_mask
+
+        if key_padding_mask is not None:
+            # don't attend to padding symbols
+            attn_weights = attn_weights.view(bsz, num_heads, tgt_len, src_len)
+            attn_weights = attn_weights.masked_fill(
+                key_padding_mask.view(bsz, 1, 1, src_len).to(torch.bool), float("-inf")
+            )
+            attn_weights = attn_weights.view(bsz * num_heads, tgt_len, src_len)
+
+        if before_softmax:
+            return attn_weights, v
+
+        attn_weights_float = utils.softmax(attn_weights, dim=-1, onnx_trace=self.onnx_trace)
+        attn_weights = attn_weights_float.type_as(attn_weights)
+        attn_probs = self.dropout_module(attn_weights)
+
+        attn = torch.bmm(attn_probs, v)
+        assert list(attn.size()) == [bsz * num_heads, tgt_len, head_dim]
+
+        # relative values (eqs. 11, 17, 21): sum_j alpha_ij w^V[bucket_ij]
+        #   = (probabilities accumulated per bucket) @ W^V
+        probs4: Optional[Tensor] = None
+        for (table, _), index in zip(relative, indices):
+            if table.value_table is None:
+                continue
+            if probs4 is None:
+                # accumulate in (at least) float32 for fp16/bf16 inputs
+                acc_dtype = (
+                    torch.float32
+                    if attn_probs.dtype in (torch.float16, torch.bfloat16)
+                    else attn_probs.dtype
+                )
+                probs4 = attn_probs.view(bsz, num_heads, tgt_len, src_len).to(acc_dtype)
+            bucket_probs = probs4.new_zeros(
+                bsz, num_heads, tgt_len, table.num_buckets
+            ).scatter_add_(3, index, probs4)
+            rel_values = torch.matmul(
+                bucket_probs.to(v.dtype), table.value_table.to(v.dtype)
+            )  # (B, H, T, d)
+            attn = attn + rel_values.view(bsz * num_heads, tgt_len, head_dim)
+
+        if self.onnx_trace and attn.size(1) == 1:
+            attn = attn.contiguous().view(tgt_len, bsz, self.embed_dim)
+        else:
+            attn = attn.transpose(0, 1).contiguous().view(tgt_len, bsz, self.embed_dim)
+        attn = self.out_proj(attn)
+
+        out_weights: Optional[Tensor] = None
+        if need_weights:
+            out_weights = attn_weights_float.view(
+                bsz, num_heads, tgt_len, src_len
+            ).transpose(1, 0)
+            if not need_head_weights:
+                # average attention weights over heads
+                out_weights = out_weights.mean(dim=0)
+        return attn, out_weights

@@ -1,0 +1,179 @@
+"""The ``syntax_translation`` task: fairseq's ``translation`` plus source-side syntax side-files."""
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Optional, Set
+
+import torch
+from fairseq import utils
+from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+
+logger = logging.getLogger(__name__)
+
+METADATA_FILE = "syntax.json"
+STREAMS = ("head", "deplabel", "pos")
+
+
+@dataclass
+class SyntaxTranslationConfig(TranslationConfig):
+    syntax_parser: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "spaCy pipeline (name or path) for parsing raw source text on the fly "
+            "(fairseq-interactive, hub); default: the one recorded in the data-bin's syntax.json"
+        },
+    )
+
+
+@register_task("syntax_translation", dataclass=SyntaxTranslationConfig)
+class SyntaxTranslationTask(TranslationTask):
+    """Translation whose batches carry the source dependency tree, as the model asks.
+
+    The data directory is made by ``fairseq-syntax-preprocess``: fairseq's own binarized
+    text plus ``SPLIT.SRC-TGT.SRC.{head,deplabel,pos}`` mmap datasets and their
+    dictionaries. Models declare the features they consume (``model.syntax_inputs()``); the
+    task puts exactly those in ``net_input["src_syntax"]``, so fairseq's own ``transformer``
+    trains and decodes on the same data-bin with nothing extra in its input.
+    """
+
+    cfg: SyntaxTranslationConfig
+
+    def __init__(self, cfg: SyntaxTranslationConfig, src_dict, tgt_dict, label_dict, pos_dict, metadata):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.label_dict = label_dict
+        self.pos_dict = pos_dict
+        self.metadata = metadata
+        self.syntax_requested: Set[str] = set()
+        self._online_parser = None
+
+    @classmethod
+    def setup_task(cls, cfg: SyntaxTranslationConfig, **kwargs):
+        task = TranslationTask.setup_task.__func__(TranslationTask, cfg, **kwargs)
+        data_path = utils.split_paths(cfg.data)[0]
+        src = cfg.source_lang
+        paths = {
+            "metadata": os.path.join(data_path, METADATA_FILE),
+            "labels": os.path.join(data_path, f"dict.{src}.deplabel.txt"),
+            "pos": os.path.join(data_path, f"dict.{src}.pos.txt"),
+        }
+        missing = [p for p in paths.values() if not os.path.exists(p)]
+        if missing:
+            raise FileNotFoundError(
+                f"{data_path} is not a fairseq-syntax-preprocess data-bin for source '{src}': "
+                f"missing {', '.join(missing)}"
+            )
+        with open(paths["metadata"], encoding="utf-8") as handle:
+            metadata = json.load(handle)
+        if src not in metadata.get("parsed_langs", {}):
+            raise ValueError(f"{paths['metadata']}: source language '{src}' was not parsed")
+        label_dict = Dictionary.load(paths["labels"])
+        pos_dict = Dictionary.load(paths["pos"])
+        logger.info(f"[{src}] dependency labels: {len(label_dict)} types, POS: {len(pos_dict)} types")
+        return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata)
+
+    # ------------------------------------------------------------------ data
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        if self.cfg.truncate_source:
+            raise ValueError("--truncate-source would cut the source but not its parse; not supported")
+        if self.cfg.num_batch_buckets > 0:
+            raise ValueError("--num-batch-buckets pads inside items; not supported with syntax side-files")
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        paths = utils.split_paths(self.cfg.data)
+        if split != self.cfg.train_subset:
+            paths = paths[:1]
+        data_path = paths[(epoch - 1) % len(paths)]
+        pair = self.datasets[split]
+        streams = [self._load_stream(data_path, split, name, combine) for name in STREAMS]
+        check_streams(split, pair.src_sizes, *streams)
+        self.datasets[split] = SyntaxLanguagePairDataset(
+            pair, *streams, self.label_dict, self.pos_dict, self.syntax_requested
+        )
+
+    def _load_stream(self, data_path: str, split: str, stream: str, combine: bool):
+        src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        shards = []
+        for k in range(1000):
+            split_k = split + (str(k) if k > 0 else "")
+            found = None
+            for a, b in ((src, tgt), (tgt, src)):
+                prefix = os.path.join(data_path, f"{split_k}.{a}-{b}.{src}.{stream}")
+                if indexed_dataset.dataset_exists(prefix, impl="mmap"):
+                    found = prefix
+                    break
+            if found is None:
+                if k == 0:
+                    raise FileNotFoundError(
+                        f"syntax side-file {split}.{src}-{tgt}.{src}.{stream}.{{bin,idx}} not found in {data_path}"
+                    )
+                break
+            shards.append(data_utils.load_indexed_dataset(found, None, "mmap"))
+            if not combine:
+                break
+        if len(shards) > 1 and self.cfg.upsample_primary != 1:
+            raise ValueError("--upsample-primary with several train shards is not supported for side-files")
+        return shards[0] if len(shards) == 1 else ConcatDataset(shards)
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        from fairseq.data import LanguagePairDataset
+
+        return LanguagePairDataset(
+            src_tokens, src_lengths, self.source_dictionary, tgt_dict=self.target_dictionary,
+            constraints=constraints, left_pad_source=self.cfg.left_pad_source,
+        )
+
+    def get_batch_iterator(
+        self, dataset, max_tokens=None, max_sentences=None, max_positions=None,
+        ignore_invalid_inputs=False, required_batch_size_multiple=1, **kwargs,
+    ):
+        """fairseq's, except that only the train split rounds batches to a size multiple.
+
+        fairseq main drops a last batch whose size is not a multiple of
+        ``--required-batch-size-multiple`` (``data_utils.batch_by_size``): harmless for a
+        shuffled train epoch, but it silently loses sentences of a valid or test set.
+        """
+        if dataset is not self.datasets.get(self.cfg.train_subset):
+            required_batch_size_multiple = 1
+        return super().get_batch_iterator(
+            dataset, max_tokens=max_tokens, max_sentences=max_sentences, max_positions=max_positions,
+            ignore_invalid_inputs=ignore_invalid_inputs,
+            required_batch_size_multiple=required_batch_size_multiple, **kwargs,
+        )
+
+    # ---------------------------------------------------------------- models
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        self.request_inputs(model)
+        return model
+
+    def request_inputs(self, model) -> None:
+        """Record the syntax features a model consumes (the union over an ensemble)."""
+        inputs = getattr(model, "syntax_inputs", None)
+        if callable(inputs):
+            self.syntax_requested.update(inputs())
+
+    # ------------------------------------------------------------- inference
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        for model in models:
+            self.request_inputs(model)
+        if self.syntax_requested and "src_syntax" not in sample["net_input"]:
+            sample["net_input"]["src_syntax"] = self.online_parser().features_for(
+                sample["net_input"]["src_tokens"], self.syntax_requested
+            )
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+
+    def online_parser(self):
+        """The parser and projection recorded in the data-bin, for raw-text batches."""
+        if self._online_parser is None:
+            from fairseq_syntax.data.online_parser import OnlineParser
+
+            self._online_parser = OnlineParser(
+                self.metadata, self.src_dict, self.label_dict, self.pos_dict,
+                parser=self.cfg.syntax_parser, left_pad=self.cfg.left_pad_source,
+            )
+        return self._online_parser

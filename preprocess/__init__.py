@@ -1,0 +1,1 @@
+"""The parsing and side-file pipeline (installed as ``fairseq_syntax_preprocess``)."""

