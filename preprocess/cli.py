@@ -116,6 +116,19 @@ def _read_lines(path: str) -> List[str]:
         return [line.rstrip("\n").rstrip("\r") for line in handle]
 
 
+class StageClock:
+    """Wall-clock seconds per stage, for the closing summary."""
+
+    def __init__(self) -> None:
+        self.seconds: Dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._last, 2)
+        self._last = now
+
+
 class Split:
     """One split: its lines, tokens, word trees and pieces as the stages fill them."""
 
@@ -128,6 +141,7 @@ class Split:
         self.src_pieces: List[List[str]] = []
         self.tgt_pieces: List[List[str]] = []
         self.skipped_lines: List[int] = []
+        self.unfiltered_src_tokens: Optional[List[List[str]]] = None  # with --max-len-action skip
 
 
 def read_and_tokenize(split: Split, args) -> None:
@@ -160,6 +174,11 @@ def read_and_tokenize(split: Split, args) -> None:
             length = max(len(split.src_tokens[i]), len(split.tgt_tokens[i]))
             raise InputError(path, i + 1, f"line has {length} tokens, more than --max-len {args.max_len}")
         split.skipped_lines = [i + 1 for i in too_long]
+        if too_long:
+            skip = set(too_long)
+            split.unfiltered_src_tokens = split.src_tokens
+            split.src_tokens = [t for i, t in enumerate(split.src_tokens) if i not in skip]
+            split.tgt_tokens = [t for i, t in enumerate(split.tgt_tokens) if i not in skip]
 
 
 def parse_split(split: Split, args, nlp) -> float:
@@ -169,22 +188,18 @@ def parse_split(split: Split, args, nlp) -> float:
         conllu_path = f"{split.prefix}.{args.source_lang}.conllu"
         if not os.path.exists(conllu_path):
             raise InputError(conllu_path, None, "file not found (expected with --external-parse conllu)")
-        trees = trees_for_lines(conllu_path, split.src_tokens, split.src_path, args.pos_column)
+        # the external parse covers every line, the skipped ones too
+        lines = split.unfiltered_src_tokens or split.src_tokens
+        trees = trees_for_lines(conllu_path, lines, split.src_path, args.pos_column)
+        if split.skipped_lines:
+            skipped = set(split.skipped_lines)
+            trees = (t for i, t in enumerate(trees, start=1) if i not in skipped)
     else:
         trees = parse_lines(
             nlp, split.src_tokens, args.pos_column, args.workers, args.parse_batch_size, split.src_path
         )
     split.trees = list(tqdm(trees, total=len(split.src_tokens), desc=f"parse {split.name}", unit="sent", disable=None))
     return time.perf_counter() - start
-
-
-def _drop_skipped(split: Split) -> None:
-    if not split.skipped_lines:
-        return
-    keep = np.ones(len(split.src_tokens), dtype=bool)
-    keep[np.asarray(split.skipped_lines) - 1] = False
-    for attr in ("src_tokens", "tgt_tokens", "trees"):
-        setattr(split, attr, [x for x, k in zip(getattr(split, attr), keep) if k])
 
 
 def _write_text(path: str, lines: List[List[str]]) -> None:
@@ -237,6 +252,8 @@ def run(args) -> Dict[str, object]:
         raise SystemExit("give --bpe-symbols N (learn codes on train) or --bpe-codes FILE")
     if not args.bpe_codes and not args.trainpref:
         raise SystemExit("--bpe-symbols learns on train: give --trainpref")
+    if args.bpe_codes and not os.path.isfile(args.bpe_codes):
+        raise InputError(args.bpe_codes, None, "BPE codes file not found")
     destdir = os.path.abspath(args.destdir)
     if os.path.exists(destdir) and os.listdir(destdir) and not args.overwrite:
         raise SystemExit(f"{destdir} exists and is not empty: pass --overwrite to replace it")
@@ -246,8 +263,10 @@ def run(args) -> Dict[str, object]:
     if not splits:
         raise SystemExit("give at least one of --trainpref, --validpref, --testpref")
     start = time.perf_counter()
+    stages = StageClock()
     for split in splits:
         read_and_tokenize(split, args)
+    stages.lap("tokenize")
 
     nlp = None
     parser_meta: Dict[str, str] = {"parser": "conllu"}
@@ -256,31 +275,23 @@ def run(args) -> Dict[str, object]:
         nlp = load_pipeline(args.parser, disable)
         parser_meta = pipeline_metadata(nlp)
         parser_meta["name"] = args.parser
-    parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
-    for split in splits:
-        _drop_skipped(split)
 
     parent = os.path.dirname(destdir) or "."
     os.makedirs(parent, exist_ok=True)
     out = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.tmp-", dir=parent)
     work = tempfile.mkdtemp(prefix="fairseq-syntax-")
+    text_chain = None
     try:
-        codes = os.path.join(out, CODES_FILE)
-        if args.bpe_codes:
-            shutil.copyfile(args.bpe_codes, codes)
-        else:
-            train = next(s for s in splits if s.name == "train")
-            with tqdm(total=1, desc="learn bpe", disable=None) as bar:
-                bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
-                bar.update()
+        # BPE and fairseq's binarization need no parse: they run in a forked process while
+        # the parser works (parsing dominates; see benchmarks/pipeline_vs_spacy.py)
+        text_chain = TextChain(args, splits, work, out)
+        text_chain.start()
+        parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
+        stages.lap("parse")
+        stages.seconds.update(text_chain.join())
+        stages.lap("wait_bpe_and_binarize")
         for split in splits:
-            with tqdm(total=2, desc=f"apply bpe {split.name}", unit="side", disable=None) as bar:
-                split.src_pieces = bpe_stage.apply_codes(split.src_tokens, codes, args.workers)
-                bar.update()
-                split.tgt_pieces = bpe_stage.apply_codes(split.tgt_tokens, codes, args.workers)
-                bar.update()
-            _write_text(os.path.join(work, f"{split.name}.{src}"), split.src_pieces)
-            _write_text(os.path.join(work, f"{split.name}.{tgt}"), split.tgt_pieces)
+            split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
 
         piece_trees = {
             split.name: [
@@ -292,7 +303,7 @@ def run(args) -> Dict[str, object]:
             ]
             for split in splits
         }
-        _binarize_text(args, work, out, splits)
+        stages.lap("project")
 
         dictionaries = {}
         for stream, reuse, field in ((LABEL, args.labeldict, "labels"), (POS, args.posdict, "pos")):
@@ -315,8 +326,10 @@ def run(args) -> Dict[str, object]:
             with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
                 for i, tree in enumerate(piece_trees[split.name], start=1):
                     handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", args.pos_column))
+        stages.lap("side_files")
 
         summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
+        summary["stage_seconds"] = stages.seconds
         metadata = {
             "format_version": FORMAT_VERSION,
             "source_lang": src,
@@ -344,11 +357,78 @@ def run(args) -> Dict[str, object]:
         else:
             os.rename(out, destdir)
     except BaseException:
+        if text_chain is not None:
+            text_chain.stop()
         shutil.rmtree(out, ignore_errors=True)
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return summary
+
+
+class TextChain:
+    """BPE (learn, apply) and fairseq binarization of the text, in a forked process.
+
+    The child inherits the tokenized splits (fork, no pickling), writes the BPE text to
+    ``work`` and fairseq's files to ``out``, and reports its stage times, or its error,
+    through a file.
+    """
+
+    def __init__(self, args, splits: List[Split], work: str, out: str) -> None:
+        self.args, self.splits, self.work, self.out = args, splits, work, out
+        self.report = os.path.join(work, "text_chain.json")
+        self.process = None
+
+    def start(self) -> None:
+        import multiprocessing
+
+        self.process = multiprocessing.get_context("fork").Process(target=self._main, name="bpe-binarize")
+        self.process.start()
+
+    def _main(self) -> None:
+        try:
+            clock = StageClock()
+            args, src, tgt = self.args, self.args.source_lang, self.args.target_lang
+            codes = os.path.join(self.out, CODES_FILE)
+            if args.bpe_codes:
+                shutil.copyfile(args.bpe_codes, codes)
+            else:
+                train = next(s for s in self.splits if s.name == "train")
+                bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
+            clock.lap("bpe_learn")
+            for split in self.splits:
+                for lang, tokens in ((src, split.src_tokens), (tgt, split.tgt_tokens)):
+                    pieces = bpe_stage.apply_codes(tokens, codes, args.workers)
+                    _write_text(os.path.join(self.work, f"{split.name}.{lang}"), pieces)
+            clock.lap("bpe_apply")
+            _binarize_text(args, self.work, self.out, self.splits)
+            clock.lap("binarize_text")
+            result = {"seconds": clock.seconds}
+        except BaseException as error:  # reported to the parent, which raises
+            result = {"error": f"{type(error).__name__}: {error}"}
+        with open(self.report, "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+        os._exit(0 if "seconds" in result else 1)
+
+    def join(self) -> Dict[str, float]:
+        self.process.join()
+        if not os.path.exists(self.report):
+            raise RuntimeError(f"the BPE/binarization process died (exit code {self.process.exitcode})")
+        with open(self.report, encoding="utf-8") as handle:
+            result = json.load(handle)
+        if "error" in result:
+            raise RuntimeError(f"BPE/binarization failed: {result['error']}")
+        return result["seconds"]
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+
+
+def _read_pieces(path: str) -> List[List[str]]:
+    with open(path, encoding="utf-8") as handle:
+        return [line.split() for line in handle]
 
 
 def _load_dictionary(path: str):

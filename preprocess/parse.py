@@ -59,11 +59,40 @@ def pipeline_metadata(nlp) -> Dict[str, str]:
     }
 
 
-def spacy_pipeline_package_version(name: str) -> Optional[str]:
-    try:
-        return importlib.metadata.version(name.replace("_", "-"))
-    except importlib.metadata.PackageNotFoundError:
+_PENDING = object()
+_worker_nlp = None
+_worker_pos_column = "upos"
+
+
+def _init_worker(nlp, pos_column: str) -> None:
+    global _worker_nlp, _worker_pos_column
+    _worker_nlp, _worker_pos_column = nlp, pos_column
+
+
+def _parse_chunk(args):
+    """Parse one chunk in a worker; returns compact arrays, not Docs (no Doc serialization)."""
+    start, lines, batch_size = args
+    from spacy.tokens import Doc
+
+    nlp = _worker_nlp
+    docs = (Doc(nlp.vocab, words=[parser_view(w) for w in tokens]) for tokens in lines)
+    out = []
+    for tokens, doc in zip(lines, nlp.pipe(docs, batch_size=batch_size)):
+        out.append(_doc_arrays(doc, len(tokens), _worker_pos_column))
+    return start, out
+
+
+def _doc_arrays(doc, expected: int, pos_column: str):
+    if len(doc) != expected:
         return None
+    index = np.arange(len(doc))
+    head_index = np.fromiter((t.head.i for t in doc), dtype=np.int64, count=len(doc))
+    heads = np.where(head_index == index, 0, head_index + 1)
+    if pos_column == "upos":
+        pos = [t.pos_ or "X" for t in doc]
+    else:
+        pos = [t.tag_ or "_" for t in doc]
+    return heads, [t.dep_ or "dep" for t in doc], pos
 
 
 def parse_lines(
@@ -73,36 +102,53 @@ def parse_lines(
     workers: int = 1,
     batch_size: int = 256,
     path: str = "<input>",
+    chunk_size: int = 1000,
 ) -> Iterator[WordTree]:
     """Parse pre-tokenized lines; yields one WordTree per line, in order.
 
     ``pos_column`` ``upos`` takes ``Token.pos_`` (universal tags), ``xpos`` ``Token.tag_``.
+    Lines are parsed in order of length (less padding inside the parser's batches) and in
+    chunks spread over ``workers`` forked processes that send back only heads, labels and
+    POS, never whole Docs; the trees come back in the input order.
     """
-    from spacy.tokens import Doc
+    import multiprocessing
 
     lines = list(lines)
-    docs = (Doc(nlp.vocab, words=[parser_view(w) for w in tokens]) for tokens in lines)
-    for line_no, (tokens, doc) in enumerate(
-        zip(lines, nlp.pipe(docs, batch_size=batch_size, n_process=workers)), start=1
-    ):
-        yield doc_to_tree(doc, tokens, pos_column, path, line_no)
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    chunks = [
+        (start, [lines[i] for i in order[start : start + chunk_size]], batch_size)
+        for start in range(0, len(lines), chunk_size)
+    ]
+    results: List = [_PENDING] * len(lines)
+    if workers <= 1 or len(chunks) == 1:
+        _init_worker(nlp, pos_column)
+        parsed = map(_parse_chunk, chunks)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(nlp, pos_column))
+        parsed = pool.imap_unordered(_parse_chunk, chunks)
+    try:
+        next_line = 0
+        for start, arrays in parsed:
+            for k, item in enumerate(arrays):
+                results[order[start + k]] = item
+            # yield every line whose parse (and all before it) has arrived
+            while next_line < len(lines) and results[next_line] is not _PENDING:
+                yield _to_tree(results[next_line], lines[next_line], path, next_line + 1)
+                results[next_line] = None  # release memory
+                next_line += 1
+    finally:
+        if pool is not None:
+            pool.terminate()
 
 
-def doc_to_tree(doc, tokens: List[str], pos_column: str, path: str, line_no: int) -> WordTree:
-    """A parsed Doc as a WordTree over the original tokens (roots point to themselves in spaCy)."""
-    if len(doc) != len(tokens):
+def _to_tree(item, tokens: List[str], path: str, line_no: int) -> WordTree:
+    if item is None:
         raise InputError(
             path,
             line_no,
-            f"the parser returned {len(doc)} tokens for a line of {len(tokens)}: a component "
+            f"the parser did not return {len(tokens)} tokens for this line: a component "
             "re-tokenized; disable it with --parser-disable",
         )
-    index = np.arange(len(doc))
-    head_index = np.fromiter((t.head.i for t in doc), dtype=np.int64, count=len(doc))
-    heads = np.where(head_index == index, 0, head_index + 1)
-    if pos_column == "upos":
-        pos = [t.pos_ or "X" for t in doc]
-    else:
-        pos = [t.tag_ or "_" for t in doc]
-    labels = [t.dep_ or "dep" for t in doc]
+    heads, labels, pos = item
     return WordTree(words=list(tokens), heads=heads, labels=labels, pos=pos)
