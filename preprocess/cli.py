@@ -87,6 +87,8 @@ def get_parser() -> argparse.ArgumentParser:
                      help="universal POS (spaCy pos_) or language-specific tags (spaCy tag_)")
     syn.add_argument("--bpe-symbols", type=int, help="learn this many joint BPE merges on train")
     syn.add_argument("--bpe-codes", help="apply these subword-nmt codes instead of learning")
+    syn.add_argument("--no-bpe", action="store_true",
+                     help="keep whole words (word-level vocabulary, as paper 000 on ASPEC)")
     syn.add_argument("--projection", choices=RULES, default="first",
                      help="rule projecting word trees onto BPE pieces (see preprocess/projection.py)")
     syn.add_argument("--labeldict", help="reuse a dict.SRC.deplabel.txt")
@@ -248,9 +250,9 @@ def run(args) -> Dict[str, object]:
         raise SystemExit("without --trainpref, give --srcdict/--tgtdict and --bpe-codes")
     if args.external_parse is None and not args.parser:
         raise SystemExit("give --parser (a spaCy pipeline) or --external-parse conllu")
-    if not args.bpe_codes and not args.bpe_symbols:
-        raise SystemExit("give --bpe-symbols N (learn codes on train) or --bpe-codes FILE")
-    if not args.bpe_codes and not args.trainpref:
+    if not args.no_bpe and not args.bpe_codes and not args.bpe_symbols:
+        raise SystemExit("give --bpe-symbols N (learn codes on train), --bpe-codes FILE or --no-bpe")
+    if not args.no_bpe and not args.bpe_codes and not args.trainpref:
         raise SystemExit("--bpe-symbols learns on train: give --trainpref")
     if args.bpe_codes and not os.path.isfile(args.bpe_codes):
         raise InputError(args.bpe_codes, None, "BPE codes file not found")
@@ -339,8 +341,9 @@ def run(args) -> Dict[str, object]:
                           "moses_aggressive_dash_splits": True, "moses_escape": True},
             "parser": parser_meta,
             "pos_column": args.pos_column,
-            "bpe": {"name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
-                    "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
+            "bpe": {"name": "none"} if args.no_bpe else {
+                "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
+                "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
             "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
             "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
             "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
@@ -390,7 +393,9 @@ class TextChain:
             clock = StageClock()
             args, src, tgt = self.args, self.args.source_lang, self.args.target_lang
             codes = os.path.join(self.out, CODES_FILE)
-            if args.bpe_codes:
+            if args.no_bpe:
+                pass
+            elif args.bpe_codes:
                 shutil.copyfile(args.bpe_codes, codes)
             else:
                 train = next(s for s in self.splits if s.name == "train")
@@ -398,7 +403,7 @@ class TextChain:
             clock.lap("bpe_learn")
             for split in self.splits:
                 for lang, tokens in ((src, split.src_tokens), (tgt, split.tgt_tokens)):
-                    pieces = bpe_stage.apply_codes(tokens, codes, args.workers)
+                    pieces = tokens if args.no_bpe else bpe_stage.apply_codes(tokens, codes, args.workers)
                     _write_text(os.path.join(self.work, f"{split.name}.{lang}"), pieces)
             clock.lap("bpe_apply")
             _binarize_text(args, self.work, self.out, self.splits)

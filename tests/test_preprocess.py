@@ -204,6 +204,18 @@ def test_external_parse_end_to_end(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
+def test_word_level_without_bpe(tmp_path):
+    import json
+
+    destdir = tmp_path / "bin"
+    args = _args(_corpus(tmp_path), destdir, "--no-bpe")
+    run(args)
+    assert json.loads((destdir / "syntax.json").read_text())["bpe"] == {"name": "none"}
+    assert not (destdir / "bpe.codes").exists()
+    words = (destdir / "train.en-de.en.conllu").read_text().split("\n")[1:5]
+    assert [w.split("\t")[1] for w in words] == ["The", "dog", "runs", "."]
+
+
 @pytest.mark.parametrize(
     "src, tgt, message",
     [

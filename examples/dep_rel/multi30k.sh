@@ -10,11 +10,12 @@
 # MULTI30K_DIR holds train/val/test_2016_flickr .en/.de(.gz) as distributed by the Multi30k
 # repository (default: ../shared/data/multi30k). Needs the package installed (scripts/setup.sh).
 set -euo pipefail
+shopt -s nullglob
 DATA=${1:-../shared/data/multi30k}
 OUT=${2:-runs/multi30k_dep_rel}
-ARCHS=${ARCHS:-"transformer transformer_rel transformer_dep transformer_dep_rel"}
+ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel"}
 SEED=${SEED:-1}
-MAX_UPDATE=${MAX_UPDATE:-6000}
+MAX_UPDATE=${MAX_UPDATE:-2000}
 THREADS=${THREADS:-2}
 mkdir -p "$OUT/raw"
 
@@ -40,7 +41,7 @@ for arch in $ARCHS; do
   # resumes from $ckpt/checkpoint_last.pt if a run was interrupted
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
-      --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 1000 --clip-norm 0.0 \
+      --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
       --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --weight-decay 0.0001 \
       --max-tokens 4096 --max-update "$MAX_UPDATE" --seed "$SEED" --num-workers 0 \
       --save-dir "$ckpt" --no-epoch-checkpoints --keep-last-epochs 1 \

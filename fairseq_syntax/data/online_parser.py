@@ -38,7 +38,8 @@ class OnlineParser:
         self.nlp = load_pipeline(name)
         self.pos_column = metadata.get("pos_column", "upos")
         self.rule = metadata.get("projection", {}).get("rule", "first")
-        self.separator = metadata.get("bpe", {}).get("separator", "@@")
+        bpe = metadata.get("bpe", {})
+        self.separator = None if bpe.get("name") == "none" else bpe.get("separator", "@@")
         self.src_dict, self.label_dict, self.pos_dict = src_dict, label_dict, pos_dict
         self.left_pad = left_pad
 
@@ -52,7 +53,7 @@ class OnlineParser:
         pieces = [
             [self.src_dict[i] for i in row.tolist() if i not in special] for row in src_tokens.cpu()
         ]
-        words = [join_pieces(p, self.separator) for p in pieces]
+        words = [join_pieces(p, self.separator) if self.separator else list(p) for p in pieces]
         trees = parse_lines(self.nlp, words, self.pos_column, workers=1, path="<input>")
         return [project(tree, p, self.rule) for tree, p in zip(trees, pieces)]
 
