@@ -1,0 +1,39 @@
+"""fairseq's hub interface translates raw text with a syntax model: the task parses it on the fly."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO, spacy_model
+
+
+def test_hub_translate_parses_raw_text(multi30k_bin, tmp_path):
+    spacy_model()
+    fairseq_train = os.path.join(os.path.dirname(sys.executable), "fairseq-train")
+    if not os.path.exists(fairseq_train):
+        pytest.skip("fairseq-train is not installed beside this Python")
+    subprocess.run(
+        [fairseq_train, str(multi30k_bin), "--user-dir", os.path.join(REPO, "fairseq_syntax"),
+         "--task", "syntax_translation", "--arch", "transformer_dep", "--encoder-layers", "1",
+         "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+         "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+         "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500",
+         "--max-update", "4", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-progress-bar"],
+        check=True, capture_output=True, cwd=REPO,
+    )
+    from fairseq_syntax.models.relative_transformer import SyntaxTransformerModel
+
+    hub = SyntaxTransformerModel.from_pretrained(
+        str(tmp_path), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(multi30k_bin),
+        tokenizer="moses", bpe="subword_nmt", bpe_codes=str(multi30k_bin / "bpe.codes"),
+        source_lang="en", target_lang="de", max_len_b=10,
+    )
+    parsed = []
+    parser = hub.task.online_parser()
+    original = parser.features_for
+    parser.features_for = lambda tokens, requested: parsed.append(tokens.size(0)) or original(tokens, requested)
+    out = hub.translate(["A dog runs on the beach .", "Two men are talking ."], beam=2)
+    assert len(out) == 2 and parsed == [2]
+    assert hub.task.syntax_requested == {"depth"}
