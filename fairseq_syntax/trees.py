@@ -57,6 +57,8 @@ __all__ = [
     "ancestor_matrix",
     "tree_distance",
     "root_paths",
+    "structural_relative_position",
+    "word_start",
 ]
 
 
@@ -387,3 +389,65 @@ def root_paths(parents: Tensor, labels: Tensor, pad: int) -> Tuple[Tensor, Tenso
         cur = p.gather(-1, cur)
     paths = paths[..., :D]
     return paths.reshape(*shape, D), (depth + 1).reshape(shape)
+
+
+def structural_relative_position(parents: Tensor, depth: Optional[Tensor] = None) -> Tensor:
+    """Relative structural position of Wang et al. (2019b, EMNLP), sec. 2.2.
+
+    Wang et al. take the absolute structural position of a word as its
+    distance to the origin of the dependency tree (the main verb, i.e. the
+    root): ``abs(x_i) = depth_i`` (:func:`tree_depth`). The relative
+    structural position of query ``i`` and key ``j`` is
+
+    * ``abs(x_i) - abs(x_j)`` when ``i`` and ``j`` lie on one root path
+      (``j`` is ``i``, an ancestor of ``i``, or a descendant of ``i``:
+      :func:`ancestor_matrix` or its transpose);
+    * otherwise ``sign(i - j) * (abs(x_i) + abs(x_j))``: the two depths added
+      (the length of the path through the origin) and signed by the sequential
+      direction (positive when the key precedes the query, ``0`` for ``i = j``).
+
+    All values are "query minus key". ``parents (B, T)`` -> ``LongTensor (B, T, T)``
+    (``out[b, i, j]``, row = query). Positions are those of the padded row,
+    so left padding does not change a sentence's block. Tokens of different
+    trees of a multi-root line are never on one root path: they get the
+    signed sum of their depths (each in its own tree); self-pointing padding
+    is treated the same way (mask it). ``depth`` (from :func:`tree_depth`)
+    may be passed to avoid recomputing it. Clip and bucket with
+    :func:`fairseq_syntax.modules.relative_attention.relative_bucket`.
+    """
+    p, shape = _flatten(parents)
+    if depth is None:
+        depth = tree_depth(p)
+    else:
+        depth = torch.as_tensor(depth, device=p.device).long().reshape(p.shape)
+    N, T = p.shape
+    anc = ancestor_matrix(p, depth)  # [n, i, j]: j is i or an ancestor of i
+    on_path = anc | anc.transpose(-1, -2)
+    d_i = depth.unsqueeze(-1)
+    d_j = depth.unsqueeze(-2)
+    idx = torch.arange(T, device=p.device)
+    direction = torch.sign(idx.unsqueeze(-1) - idx.unsqueeze(-2))  # (T, T): sign(i - j)
+    out = torch.where(on_path, d_i - d_j, direction * (d_i + d_j))
+    return out.reshape(*shape, T)
+
+
+def word_start(parents: Tensor, labels: Tensor, subword_label: int) -> Tensor:
+    """Index of the first piece of each piece's word (same shape as ``parents``).
+
+    Undoes the projection onto BPE pieces (README "Projection onto BPE
+    pieces"): a piece whose label is ``subword_label`` (the reserved
+    ``<subword>`` label id) belongs to the word of the piece it attaches to.
+    Works for both projection rules (``first``: later pieces attach to the
+    first piece; ``chain``: to the previous piece) by pointer jumping over the
+    ``<subword>`` arcs, ``ceil(log2 T) + 1`` rounds. Every other piece (first
+    pieces, ``</s>``, padding) starts its own word. Indices are in the padded
+    row, like ``parents``.
+    """
+    p, shape = _flatten(parents)
+    lab = torch.as_tensor(labels, device=p.device).long().reshape(p.shape)
+    T = p.size(-1)
+    idx = torch.arange(T, device=p.device).expand_as(p)
+    ptr = torch.where(lab == int(subword_label), p, idx)
+    for _ in range(_n_rounds(T)):
+        ptr = ptr.gather(-1, ptr)
+    return ptr.reshape(shape)

@@ -489,3 +489,81 @@ def test_dependency_depth_changes_output() -> None:
     c = model.encoder(src, lengths, src_syntax={"depth": depth.flip(-1)})["encoder_out"][0]
     torch.testing.assert_close(a, b)  # only differences of depths matter
     assert not torch.allclose(a, c)
+
+
+# ---------------------------------------------------------------------------
+# (f) logit hooks: attn_bias (paper 001 eq. 5) and logit_scale (PASCAL)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_logit_hooks_with_relative_match_reference(causal: bool) -> None:
+    """e' = (q (k + a^K)^T / sqrt(d) + attn_bias) * logit_scale, then masks and softmax."""
+    torch.manual_seed(11)
+    B, T, E, H = 3, 6, 16, 4
+    d = E // H
+    mha = make_mha(E, H)
+    x = torch.randn(T, B, E, dtype=torch.float64)
+    kpm = torch.zeros(B, T, dtype=torch.bool)
+    if not causal:
+        kpm[1, :2] = True
+    attn_mask = (
+        torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1) if causal else None
+    )
+    seq = RelativeEmbedding(2, d).double()
+    dep = RelativeEmbedding(1, d).double()
+    depth = random_depth(B, T)
+    relative = [(seq, None), (dep, dep.bucket(depth.unsqueeze(1) - depth.unsqueeze(2)))]
+    bias = torch.randn(B, 1, T, T, dtype=torch.float64)
+    scale = torch.rand(B, H, T, T, dtype=torch.float64) + 0.5
+    out, w = mha(
+        x, x, x, key_padding_mask=kpm, attn_mask=attn_mask, relative=relative,
+        attn_bias=bias, logit_scale=scale, need_head_weights=True,
+    )
+    # reference: explicit a_ij tensors as in reference_attention, plus the hooks
+    q = mha.q_proj(x).view(T, B, H, d).permute(1, 2, 0, 3)
+    k = mha.k_proj(x).view(T, B, H, d).permute(1, 2, 0, 3)
+    v = mha.v_proj(x).view(T, B, H, d).permute(1, 2, 0, 3)
+    a_k = x.new_zeros(B, T, T, d)
+    a_v = x.new_zeros(B, T, T, d)
+    for table, buckets in [(seq, seq_buckets_ref(T, T, 2)), (dep, dep_buckets_ref(depth, 1))]:
+        bb = buckets if buckets.dim() == 3 else buckets.unsqueeze(0).expand(B, T, T)
+        a_k = a_k + table.key_table[bb]
+        a_v = a_v + table.value_table[bb]
+    e = (torch.einsum("bhid,bhjd->bhij", q, k) + torch.einsum("bhid,bijd->bhij", q, a_k)) / math.sqrt(d)
+    e = (e + bias) * scale
+    if attn_mask is not None:
+        e = e + attn_mask
+    e = e.masked_fill(kpm[:, None, None, :], float("-inf"))
+    alpha = torch.softmax(e, dim=-1)
+    z = torch.einsum("bhij,bhjd->bhid", alpha, v) + torch.einsum("bhij,bijd->bhid", alpha, a_v)
+    ref = mha.out_proj(z.permute(2, 0, 1, 3).reshape(T, B, E))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(w.transpose(0, 1).to(alpha), alpha, rtol=1e-5, atol=1e-5)
+    # the scope passes the same inputs to fairseq-style calls without arguments
+    with mha.relative_scope(relative, attn_bias=bias, logit_scale=scale):
+        scoped, _ = mha(x, x, x, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=False)
+    torch.testing.assert_close(scoped, out)
+    assert mha._scoped_relative is None and mha._scoped_logit_scale is None
+
+
+def test_logit_hooks_identity_and_shapes() -> None:
+    torch.manual_seed(12)
+    B, T, E, H = 2, 5, 8, 2
+    mha = make_mha(E, H, dtype=torch.float32)
+    x = torch.randn(T, B, E)
+    kpm = torch.zeros(B, T, dtype=torch.bool)
+    kpm[0, :1] = True
+    plain, _ = mha(x, x, x, key_padding_mask=kpm)
+    for bias in (torch.zeros(T, T), torch.zeros(B, T, T), torch.zeros(B, 1, T, T), torch.zeros(1, H, T, T)):
+        got, _ = mha(x, x, x, key_padding_mask=kpm, attn_bias=bias)
+        torch.testing.assert_close(got, plain, rtol=1e-5, atol=1e-6)
+    for scale in (torch.ones(T, T), torch.ones(B, H, T, T)):
+        got, _ = mha(x, x, x, key_padding_mask=kpm, logit_scale=scale)
+        torch.testing.assert_close(got, plain, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError):
+        mha(x, x, x, logit_scale=torch.ones(B, H, T, T + 1))
+    with pytest.raises(ValueError):
+        mha(x, x, x, attn_bias=torch.zeros(B + 1, 1, T, T))
+    # without hooks nothing is recorded and the fairseq path is used
+    assert mha.recorded_logits is None

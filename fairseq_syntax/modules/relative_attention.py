@@ -16,6 +16,18 @@ materialises a ``B x H x T x S x d`` tensor: the key term is computed as
 ``q @ W^K^T`` (``(B*H, T, 2k+1)``) followed by a gather over the bucket
 indices, and the value term by accumulating the attention probabilities per
 bucket (``(B*H, T, 2k+1)``) followed by ``@ W^V``.
+
+Two further hooks on the attention logits serve the other syntax components
+(``fairseq_syntax.modules.syntactic_position`` and ``parent_attention``):
+
+* ``attn_bias``: an additive logit term, e.g. the decoupled syntactic term of
+  paper 001 eq. 5, ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)``;
+* ``logit_scale``: a multiplicative factor on the logits, e.g. PASCAL's
+  parent-scaled scores ``N = S * D_p`` (Bugliarello & Okazaki 2020, sec. 3),
+  which scale the scores *before* the softmax (no renormalisation needed:
+  the softmax normalises).
+
+With all hooks absent the module defers to fairseq's attention unchanged.
 """
 
 import contextlib
@@ -31,6 +43,7 @@ __all__ = [
     "RelativeEmbedding",
     "RelativeMultiheadAttention",
     "RelativeInputs",
+    "LogitRecord",
     "relative_bucket",
     "sequence_relative_positions",
 ]
@@ -130,6 +143,11 @@ class RelativeEmbedding(nn.Module):
 # (possibly cached) key positions, see ``sequence_relative_positions``.
 RelativeInputs = List[Tuple[RelativeEmbedding, Optional[Tensor]]]
 
+# What :attr:`RelativeMultiheadAttention.recorded_logits` holds after a forward
+# with ``record_logits = True``: ``"content"`` (B, H, T, S) = e_ij before the
+# hooks, and ``"attn_bias"`` / ``"logit_scale"`` (4-D, broadcastable) when given.
+LogitRecord = Dict[str, Tensor]
+
 
 class RelativeMultiheadAttention(MultiheadAttention):
     """fairseq :class:`MultiheadAttention` with relative position representations.
@@ -145,29 +163,68 @@ class RelativeMultiheadAttention(MultiheadAttention):
     As in fairseq, ``q`` is scaled by ``head_dim ** -0.5`` before the
     products, so the same scale applies to the relative term.
 
-    When ``relative`` is None or empty (and no scoped relative inputs are set
-    via :meth:`relative_scope`) this is exactly fairseq's
-    ``MultiheadAttention.forward``.
+    Two optional logit hooks (forward arguments, or set for a block of calls
+    with :meth:`relative_scope`), applied in this order to the scaled logits,
+    before ``attn_mask``, the key padding mask and the softmax::
+
+        e_ij  = q_i (k_j + sum_r a^(r)K_ij)^T / sqrt(d)     (content + relative keys)
+        e'_ij = (e_ij + attn_bias[b, h, i, j]) * logit_scale[b, h, i, j]
+
+    * ``attn_bias``: additive term, broadcastable to ``(B, H, T, S)``
+      (``(B, 1, T, S)``, ``(B, T, S)`` and ``(T, S)`` are accepted); paper 001
+      eq. 5 (:class:`~fairseq_syntax.modules.syntactic_position.SyntacticPositionLogits`).
+    * ``logit_scale``: multiplicative factor, same shapes; PASCAL's
+      ``N = S * D_p`` (:class:`~fairseq_syntax.modules.parent_attention.ParentScaledWeights`),
+      heads that are not parent-scaled carry 1.
+
+    Both are cast to the logits' dtype (fp16/bf16 safe as long as the terms
+    are finite there). Setting :attr:`record_logits` makes each call store
+    detached copies of ``e_ij`` (``"content"``, ``(B, H, T, S)``) and of the
+    hooks in :attr:`recorded_logits`, for analyses such as the Average Weight
+    of Syntax Logits (paper 001 eq. 7,
+    :func:`~fairseq_syntax.modules.syntactic_position.average_weight_of_syntax_logits`).
+
+    When ``relative`` is None or empty and neither hook is given nor
+    recording asked for (also via :meth:`relative_scope`), this is exactly
+    fairseq's ``MultiheadAttention.forward``.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._scoped_relative: Optional[RelativeInputs] = None
+        self._scoped_attn_bias: Optional[Tensor] = None
+        self._scoped_logit_scale: Optional[Tensor] = None
+        #: when True, :meth:`forward` stores its logits in :attr:`recorded_logits`
+        self.record_logits: bool = False
+        self.recorded_logits: Optional[LogitRecord] = None
 
     @contextlib.contextmanager
-    def relative_scope(self, relative: Optional[RelativeInputs]) -> Iterator[None]:
-        """Use ``relative`` for calls of :meth:`forward` that do not pass one.
+    def relative_scope(
+        self,
+        relative: Optional[RelativeInputs],
+        attn_bias: Optional[Tensor] = None,
+        logit_scale: Optional[Tensor] = None,
+    ) -> Iterator[None]:
+        """Use ``relative``, ``attn_bias`` and ``logit_scale`` for calls of :meth:`forward` that do not pass them.
 
         This lets fairseq's transformer layers, whose ``forward`` call the
-        self-attention without a ``relative`` argument, be reused unchanged:
-        the relative-aware layers wrap ``super().forward`` in this scope.
+        self-attention without these arguments, be reused unchanged: the
+        syntax-aware layers wrap ``super().forward`` in this scope. The scope
+        sets all three for its duration (``None`` = not used) and restores
+        the previous values on exit.
         """
-        previous = self._scoped_relative
+        previous = (self._scoped_relative, self._scoped_attn_bias, self._scoped_logit_scale)
         self._scoped_relative = relative
+        self._scoped_attn_bias = attn_bias
+        self._scoped_logit_scale = logit_scale
         try:
             yield
         finally:
-            self._scoped_relative = previous
+            (
+                self._scoped_relative,
+                self._scoped_attn_bias,
+                self._scoped_logit_scale,
+            ) = previous
 
     def forward(
         self,
@@ -182,6 +239,8 @@ class RelativeMultiheadAttention(MultiheadAttention):
         before_softmax: bool = False,
         need_head_weights: bool = False,
         relative: Optional[RelativeInputs] = None,
+        attn_bias: Optional[Tensor] = None,
+        logit_scale: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """Input shape: Time x Batch x Channel (see fairseq ``MultiheadAttention``).
 
@@ -193,15 +252,28 @@ class RelativeMultiheadAttention(MultiheadAttention):
                 and (cached) key positions. During incremental decoding,
                 explicit buckets must cover the current queries only and all
                 keys including the cached ones.
+            attn_bias: additive logit term broadcastable to ``(B, H, T, S)``
+                (see the class docstring), e.g. paper 001 eq. 5's syntax term.
+            logit_scale: multiplicative logit factor broadcastable to
+                ``(B, H, T, S)``, e.g. PASCAL's parent weights.
         """
         if relative is None:
             relative = self._scoped_relative
+        if attn_bias is None:
+            attn_bias = self._scoped_attn_bias
+        if logit_scale is None:
+            logit_scale = self._scoped_logit_scale
         active: RelativeInputs = (
             [(table, b) for table, b in relative if table.active]
             if relative is not None
             else []
         )
-        if len(active) == 0:
+        if (
+            len(active) == 0
+            and attn_bias is None
+            and logit_scale is None
+            and not self.record_logits
+        ):
             return super().forward(
                 query,
                 key,
@@ -224,7 +296,30 @@ class RelativeMultiheadAttention(MultiheadAttention):
             attn_mask=attn_mask,
             before_softmax=before_softmax,
             need_head_weights=need_head_weights,
+            attn_bias=attn_bias,
+            logit_scale=logit_scale,
         )
+
+    @staticmethod
+    def _logit_term(
+        term: Tensor, name: str, bsz: int, num_heads: int, tgt_len: int, src_len: int
+    ) -> Tensor:
+        """``attn_bias`` / ``logit_scale`` as a 4-D view broadcastable to ``(B, H, T, S)``."""
+        if term.dim() == 2:
+            term = term.unsqueeze(0).unsqueeze(0)
+        elif term.dim() == 3:
+            term = term.unsqueeze(1)
+        ok = term.dim() == 4
+        if ok:
+            for got, want in zip(term.shape, (bsz, num_heads, tgt_len, src_len)):
+                if got not in (1, want):
+                    ok = False
+        if not ok:
+            raise ValueError(
+                f"{name} of shape {tuple(term.shape)} is not broadcastable to "
+                f"(batch={bsz}, heads={num_heads}, tgt_len={tgt_len}, src_len={src_len})"
+            )
+        return term
 
     def _expand_buckets(
         self,
@@ -265,13 +360,16 @@ class RelativeMultiheadAttention(MultiheadAttention):
         attn_mask: Optional[Tensor],
         before_softmax: bool,
         need_head_weights: bool,
+        attn_bias: Optional[Tensor] = None,
+        logit_scale: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """Self-attention with relative representations (eqs. 11-12, 17-18, 21-22).
 
         Mirrors the generic path of fairseq's ``MultiheadAttention.forward``
         for self-attention (projections, incremental key/value cache, masks,
-        float softmax, dropout) and adds the relative key logits before the
-        masks and the relative value term after the attention product.
+        float softmax, dropout) and adds the relative key logits, then
+        ``attn_bias`` and ``logit_scale``, before the masks, and the relative
+        value term after the attention product.
         """
         if not self.self_attention:
             raise ValueError("relative position representations need self_attention=True")
@@ -362,7 +460,28 @@ class RelativeMultiheadAttention(MultiheadAttention):
             rel_logits = rel_logits.view(bsz, num_heads, tgt_len, table.num_buckets)
             # in place: the bmm result is not needed by autograd
             logits4.add_(rel_logits.gather(3, index))
-        attn_weights = logits4.view(bsz * num_heads, tgt_len, src_len)
+
+        record: Optional[LogitRecord] = None
+        if self.record_logits:
+            record = {"content": logits4.detach().clone()}
+        if attn_bias is not None:
+            bias4 = self._logit_term(
+                attn_bias, "attn_bias", bsz, num_heads, tgt_len, src_len
+            ).to(logits4.dtype)
+            # in place (broadcast into the bmm result); autograd still reaches attn_bias
+            logits4 = logits4.add_(bias4)
+            if record is not None:
+                record["attn_bias"] = bias4.detach()
+        if logit_scale is not None:
+            scale4 = self._logit_term(
+                logit_scale, "logit_scale", bsz, num_heads, tgt_len, src_len
+            ).to(logits4.dtype)
+            logits4 = logits4 * scale4
+            if record is not None:
+                record["logit_scale"] = scale4.detach()
+        if record is not None:
+            self.recorded_logits = record
+        attn_weights = logits4.reshape(bsz * num_heads, tgt_len, src_len)
 
         if attn_mask is not None:
             attn_mask = attn_mask.unsqueeze(0)
