@@ -10,6 +10,11 @@ machine noise falls on all of them alike), equal dimensions. Reported as ratios 
 - generation: beam-5 sentences per second over the test set (fairseq's SequenceGenerator).
 
     python benchmarks/model_speed.py DATA_BIN --archs transformer,transformer_rel,transformer_dep,transformer_dep_rel
+    python benchmarks/model_speed.py DATA_BIN --archs transformer,transformer_syntax_embed,transformer_syntax_spe,transformer_nsd
+
+The paper 003 models get the same ``--dims``, so their encoder is wider by the concatenated
+feature embeddings (``--encoder-embed-dim`` is the word dimension); ``transformer_nsd`` trains
+with ``label_smoothed_cross_entropy_with_nsd``.
 """
 
 import argparse
@@ -28,9 +33,11 @@ def build(data_bin: str, arch: str, dims: List[str], device: torch.device):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
+    # paper 002's model trains with its distance losses (eqs. 19-20): part of its training cost
+    criterion = "label_smoothed_cross_entropy_with_nsd" if arch.startswith("transformer_nsd") else "label_smoothed_cross_entropy"
     args = options.parse_args_and_arch(parser, input_args=[
         data_bin, "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--arch", arch,
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
+        "--criterion", criterion, "--label-smoothing", "0.1", "--dropout", "0.1",
         "--optimizer", "adam", "--lr", "0.0005", *dims,
     ])
     cfg = convert_namespace_to_omegaconf(args)

@@ -90,6 +90,34 @@ def test_other_relative_architectures(outside, arch):
     generate(outside, checkpoint)
 
 
+# papers 003 and 002: the TINY word dimension 32 plus 8-wide syntax features keeps 2 heads dividing
+# the encoder model dimension (32 + 3 x 8 = 56, 32 + 2 x 8 = 48)
+def test_transformer_syntax_embed_trains_and_generates(outside):
+    # decoder at the word dimension with shared embeddings; its cross-attention reads 56-wide states
+    checkpoint = train(outside, "transformer_syntax_embed", "ckpt_syntax_embed", "--syntax-feature-dim", "8",
+                       "--share-all-embeddings")
+    generate(outside, checkpoint)
+
+
+def test_transformer_syntax_spe_trains_generates_and_translates_raw_text(outside):
+    spacy_model()
+    # one d_model (48) on both sides, as in paper 003; eq. 5 staggers 2 features: 48 % 4 == 0
+    checkpoint = train(outside, "transformer_syntax_spe", "ckpt_syntax_spe", "--syntax-feature-dim", "8",
+                       "--decoder-embed-dim", "48")
+    generate(outside, checkpoint)
+    interactive(outside, checkpoint)  # POS, labels, parent positions and depths from the online parse
+
+
+def test_transformer_nsd_trains_with_its_criterion_and_generates(outside):
+    checkpoint = train(outside, "transformer_nsd", "ckpt_nsd", "--criterion", "label_smoothed_cross_entropy_with_nsd",
+                       "--label-smoothing", "0.1", "--nsd-dist-weight", "0.1", "--nsd-ent-weight", "1.0",
+                       "--log-file", "nsd_train.log")
+    log = (outside / "nsd_train.log").read_text()
+    for metric in ("nsd_mse", "nsd_rank", "nsd_ent", "nsd_acc"):
+        assert metric in log, log[-2000:]
+    generate(outside, checkpoint)
+
+
 def test_preprocess_command_reports_bad_input(tmp_path):
     (tmp_path / "train.en").write_text("A dog runs.\nA cat sleeps.\n")
     (tmp_path / "train.de").write_text("Ein Hund rennt.\n")

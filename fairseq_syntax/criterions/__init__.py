@@ -1,0 +1,1 @@
+from . import label_smoothed_cross_entropy_with_nsd  # noqa: F401

@@ -16,9 +16,33 @@ Encoding for Transformer NMT"):
 
 Every layer has its own tables (Shaw et al.; paper 000 Section 4). Absolute
 (sinusoidal) positions are kept unless ``--no-token-positional-embeddings``.
+
+Input components (papers 003 and 002), all in :meth:`SyntaxTransformerEncoder.forward_embedding`:
+
+* ``--syntax-features pos,label,parent`` / ``--syntax-feature-dim``: feature embeddings
+  concatenated to the word embedding (paper 003 sec. III.B,
+  :mod:`fairseq_syntax.modules.syntax_embedding`);
+* ``--spe-features parent,depth``: syntactic positional encodings (paper 003 eq. 5,
+  :mod:`fairseq_syntax.modules.syntactic_positional_encoding`);
+* ``--nsd-input concat|add|linear``, ``--nsd-spe-lambda``, ``--nsd-predict``: the dependency
+  syntactic distance as input (paper 002 eqs. 5-10), as positional encoding (eqs. 15-16) and as
+  an output predicted from the encoder states (eq. 11; losses eqs. 19-20 in the criterion
+  ``label_smoothed_cross_entropy_with_nsd``), :mod:`fairseq_syntax.modules.syntactic_distance`.
+
+Dimensions: ``--encoder-embed-dim`` is the **word** embedding dimension; the encoder's model
+dimension (layers, attention, FFN input, positional encodings) is
+``encoder_embed_dim + n_features * syntax_feature_dim (+ nsd_embed_dim for --nsd-input concat)``
+(:func:`encoder_model_dim`). The decoder keeps its own ``--decoder-embed-dim``; its
+encoder-decoder attention reads the wider encoder states through fairseq's ``kdim``/``vdim``
+(``TransformerDecoderLayerBase.build_encoder_attention`` uses ``cfg.encoder.embed_dim``). The
+paper-003 presets size the decoder like the encoder's model dimension (as the paper's
+OpenNMT-py models, one ``d_model`` for both sides), or like the encoder's word embeddings when
+``--share-all-embeddings`` is given (the shared table has the word dimension).
 """
 
 import argparse
+import copy
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
@@ -34,7 +58,9 @@ from fairseq.models.transformer import (
     base_architecture,
     transformer_iwslt_de_en,
 )
+from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.quant_noise import quant_noise as apply_quant_noise_
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
@@ -48,6 +74,26 @@ from fairseq_syntax.modules.relative_attention import (
     relative_bucket,
     sequence_relative_positions,
 )
+from fairseq_syntax.modules.syntactic_distance import (
+    NSD_DISTANCES,
+    NSD_INPUT_MODES,
+    NSD_LOGITS_KEY,
+    NSD_MASK_KEY,
+    DistanceEmbedding,
+    DistancePredictor,
+    nsd_positional_encoding,
+)
+from fairseq_syntax.modules.syntactic_positional_encoding import (
+    SPE_DEFAULT_CONSTANTS,
+    SPE_FEATURES,
+    SyntacticPositionalEncoding,
+)
+from fairseq_syntax.modules.syntax_embedding import (
+    SYNTAX_EMBED_FEATURES,
+    SyntaxFeatureEmbedding,
+    parse_feature_list,
+    side_input,
+)
 
 __all__ = [
     "RelativeTransformerEncoderLayer",
@@ -55,10 +101,16 @@ __all__ = [
     "SyntaxTransformerEncoder",
     "SyntaxTransformerDecoder",
     "SyntaxTransformerModel",
+    "SyntaxInputOptions",
+    "encoder_model_dim",
+    "paper003_heads",
     "DEPTH_KEY",
+    "NSD_LOGITS_KEY",
 ]
 
 DEPTH_KEY = "depth"
+#: args attributes recorded from the task by ``SyntaxTransformerModel.build_model``
+_VOCAB_ATTRS = ("syntax_num_pos", "syntax_pos_pad", "syntax_num_labels", "syntax_label_pad")
 
 
 def _int_opt(cfg: Any, name: str) -> int:
@@ -78,6 +130,119 @@ def _wrap_layer(layer: torch.nn.Module, cfg: Any) -> torch.nn.Module:
     # if we are checkpointing, enforce that FSDP always wraps the checkpointed layer
     min_params_to_wrap = cfg.min_params_to_wrap if not checkpoint else 0
     return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+
+def _parse_bool(value: Any) -> bool:
+    """``--nsd-predict`` values: ``true/false``, ``1/0``, ``yes/no`` (or a bool from a preset)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", "none"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
+
+
+@dataclass(frozen=True)
+class SyntaxInputOptions:
+    """The input/output syntax components of the encoder, read from the model's args/cfg.
+
+    See the module docstring; ``from_cfg`` accepts an ``argparse.Namespace`` or a
+    ``TransformerConfig`` and fills absent options with "off".
+    """
+
+    features: Tuple[str, ...] = ()
+    feature_dim: int = 32
+    spe_features: Tuple[str, ...] = ()
+    spe_constants: Tuple[Tuple[str, float], ...] = ()
+    nsd_distance: str = "dependency"
+    nsd_input: str = "none"
+    nsd_embed_dim: int = 32
+    nsd_spe_lambda: float = 0.0
+    nsd_predict: bool = False
+    nsd_max_distance: int = 64
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "SyntaxInputOptions":
+        def get(name: str, default: Any) -> Any:
+            value = safe_getattr(cfg, name, default)
+            return default if value is None else value
+
+        nsd_input = str(get("nsd_input", "none"))
+        if nsd_input not in NSD_INPUT_MODES:
+            raise ValueError(f"--nsd-input must be one of {list(NSD_INPUT_MODES)}, got {nsd_input!r}")
+        nsd_distance = str(get("nsd_distance", "dependency"))
+        if nsd_distance not in NSD_DISTANCES:
+            raise ValueError(f"--nsd-distance must be one of {list(NSD_DISTANCES)}, got {nsd_distance!r}")
+        return cls(
+            features=parse_feature_list(get("syntax_features", None), tuple(SYNTAX_EMBED_FEATURES), "--syntax-features"),
+            feature_dim=int(get("syntax_feature_dim", 32)),
+            spe_features=parse_feature_list(get("spe_features", None), tuple(SPE_FEATURES), "--spe-features"),
+            spe_constants=(
+                ("parent", float(get("spe_parent_constant", SPE_DEFAULT_CONSTANTS["parent"]))),
+                ("depth", float(get("spe_depth_constant", SPE_DEFAULT_CONSTANTS["depth"]))),
+            ),
+            nsd_distance=nsd_distance,
+            nsd_input=nsd_input,
+            nsd_embed_dim=int(get("nsd_embed_dim", 32)),
+            nsd_spe_lambda=float(get("nsd_spe_lambda", 0.0)),
+            nsd_predict=_parse_bool(get("nsd_predict", False)),
+            nsd_max_distance=int(get("nsd_max_distance", 64)),
+        )
+
+    @property
+    def uses_distance(self) -> bool:
+        """Whether any NSD component (input, positional encoding, prediction) is on."""
+        return self.nsd_input != "none" or self.nsd_spe_lambda > 0 or self.nsd_predict
+
+    def model_dim(self, word_dim: int) -> int:
+        """Encoder model dimension: word + concatenated parts (paper 003 Table IV; paper 002 eq. 8)."""
+        dim = word_dim + len(self.features) * self.feature_dim
+        if self.nsd_input == "concat":
+            dim += self.nsd_embed_dim
+        return dim
+
+    def syntax_inputs(self) -> Set[str]:
+        """``src_syntax`` keys these components consume (the NSD target included)."""
+        keys = {SYNTAX_EMBED_FEATURES[f] for f in self.features}
+        keys |= {SPE_FEATURES[f] for f in self.spe_features}
+        if self.uses_distance:
+            keys.add(NSD_DISTANCES[self.nsd_distance])
+        return keys
+
+
+def encoder_model_dim(cfg: Any) -> int:
+    """The encoder's model dimension for ``cfg`` (args or ``TransformerConfig``), see module doc."""
+    return SyntaxInputOptions.from_cfg(cfg).model_dim(int(safe_getattr(cfg, "encoder_embed_dim")))
+
+
+def _with_encoder_dim(cfg: Any, dim: int) -> TransformerConfig:
+    """A copy of ``cfg`` whose ``encoder.embed_dim`` is the encoder model dimension ``dim``.
+
+    fairseq sizes the encoder layers and the decoder's encoder-attention ``kdim``/``vdim`` by
+    ``cfg.encoder.embed_dim``; the word embeddings were already built from the original value.
+    """
+    cfg = TransformerConfig.from_namespace(cfg)
+    if cfg.encoder.embed_dim == dim:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    cfg.encoder.embed_dim = dim
+    return cfg
+
+
+def paper003_heads(model_dim: int) -> int:
+    """Attention heads for a model dimension, as paper 003 Table IV chose them.
+
+    Head dimension 64 where it divides the model dimension, else 32: 352 -> 11, 320 -> 5,
+    608 -> 19, 576 -> 9 (Table IV), 512 -> 8. Otherwise the smallest divisor of the model
+    dimension that is at least 32 is the head dimension.
+    """
+    for head_dim in (64, 32):
+        if model_dim % head_dim == 0:
+            return model_dim // head_dim
+    head_dim = next(d for d in range(32, model_dim + 1) if model_dim % d == 0) if model_dim >= 32 else model_dim
+    return model_dim // head_dim
 
 
 class RelativeTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -236,11 +401,17 @@ class RelativeTransformerDecoderLayer(TransformerDecoderLayerBase):
 
 
 class SyntaxTransformerEncoder(TransformerEncoderBase):
-    """Transformer encoder with relative sequence / dependency-depth self-attention.
+    """Transformer encoder with the syntax components of papers 000, 003 and 002.
 
-    Extra forward input ``src_syntax: Optional[Dict[str, Tensor]]``; key
-    ``"depth"`` is a LongTensor ``(B, T)`` of dependency-tree depths, padded
-    like ``src_tokens`` (pad values are irrelevant: pad keys are masked).
+    Extra forward input ``src_syntax: Optional[Dict[str, Tensor]]``: the source features
+    listed by :meth:`syntax_inputs`, each a LongTensor ``(B, T)`` padded like ``src_tokens``
+    (``"depth"`` for relative dependency depth, paper 000; ``"pos"``, ``"labels"``,
+    ``"heads"`` for paper 003 embeddings; ``"heads"``, ``"depth"`` for paper 003 SPE;
+    ``"distance"`` for paper 002).
+
+    ``cfg.encoder.embed_dim`` is the word embedding dimension (that of ``embed_tokens``); the
+    layers, positional encodings and final layer norm are built at the model dimension
+    :func:`encoder_model_dim` (word + concatenated syntax embeddings).
     """
 
     def __init__(
@@ -250,9 +421,70 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         embed_tokens: torch.nn.Embedding,
         return_fc: bool = False,
     ) -> None:
-        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        opts = SyntaxInputOptions.from_cfg(cfg)
+        word_dim = embed_tokens.embedding_dim
+        model_dim = opts.model_dim(word_dim)
+        super().__init__(_with_encoder_dim(cfg, model_dim), dictionary, embed_tokens, return_fc=return_fc)
+        cfg = self.cfg
         self.rel_seq_k = _int_opt(cfg, "rel_seq_k")
         self.rel_dep_l = _int_opt(cfg, "rel_dep_l")
+        self.syntax_options = opts
+        self.word_dim = word_dim
+        self.model_dim = model_dim
+        if model_dim != word_dim:
+            # fairseq sized these by the word embedding; the input is now model_dim wide
+            if self.embed_positions is not None:
+                self.embed_positions = PositionalEmbedding(
+                    cfg.max_source_positions, model_dim, self.padding_idx, learned=cfg.encoder.learned_pos
+                )
+            if self.layernorm_embedding is not None:
+                self.layernorm_embedding = LayerNorm(model_dim, export=cfg.export)
+            if self.quant_noise is not None:
+                self.quant_noise = apply_quant_noise_(
+                    torch.nn.Linear(model_dim, model_dim, bias=False),
+                    cfg.quant_noise.pq,
+                    cfg.quant_noise.pq_block_size,
+                )
+            if self.layer_norm is not None:
+                self.layer_norm = LayerNorm(model_dim, export=cfg.export)
+        scale = not cfg.no_scale_embedding
+        # paper 002: d_D as input (eqs. 5-10), positional encoding (eqs. 15-16), output (eq. 11)
+        self.nsd_key: Optional[str] = NSD_DISTANCES[opts.nsd_distance] if opts.uses_distance else None
+        self.nsd_max_distance = opts.nsd_max_distance
+        self.nsd_spe_lambda = opts.nsd_spe_lambda
+        self.nsd_embed: Optional[DistanceEmbedding] = (
+            DistanceEmbedding(opts.nsd_input, word_dim, opts.nsd_embed_dim, opts.nsd_max_distance, scale=scale)
+            if opts.nsd_input != "none"
+            else None
+        )
+        self.nsd_predictor: Optional[DistancePredictor] = (
+            DistancePredictor(model_dim, opts.nsd_max_distance) if opts.nsd_predict else None
+        )
+        # paper 003: feature embeddings (sec. III.B) and syntactic positional encodings (eq. 5)
+        self.syntax_embed: Optional[SyntaxFeatureEmbedding] = None
+        if opts.features:
+            vocab = {name: safe_getattr(cfg, name, None) for name in _VOCAB_ATTRS}
+            needed = [n for f, n in (("pos", "syntax_num_pos"), ("label", "syntax_num_labels")) if f in opts.features]
+            if any(vocab[n] is None for n in needed):
+                raise ValueError(
+                    f"--syntax-features {','.join(opts.features)} needs the label/POS dictionaries of the "
+                    "syntax_translation task (SyntaxTransformerModel.build_model records their sizes)"
+                )
+            self.syntax_embed = SyntaxFeatureEmbedding(
+                opts.features,
+                opts.feature_dim,
+                num_pos=int(vocab["syntax_num_pos"] or 1),
+                pos_pad=int(vocab["syntax_pos_pad"] or 0),
+                num_labels=int(vocab["syntax_num_labels"] or 1),
+                label_pad=int(vocab["syntax_label_pad"] or 0),
+                max_source_positions=cfg.max_source_positions,
+                scale=scale,
+            )
+        self.spe: Optional[SyntacticPositionalEncoding] = (
+            SyntacticPositionalEncoding(opts.spe_features, model_dim, dict(opts.spe_constants))
+            if opts.spe_features
+            else None
+        )
 
     def build_encoder_layer(self, cfg: TransformerConfig):
         layer = RelativeTransformerEncoderLayer(cfg, return_fc=self.return_fc)
@@ -263,8 +495,11 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return self.rel_seq_k > 0 or self.rel_dep_l > 0
 
     def syntax_inputs(self) -> Set[str]:
-        """Keys of ``src_syntax`` consumed by this encoder."""
-        return {DEPTH_KEY} if self.rel_dep_l > 0 else set()
+        """Keys of ``src_syntax`` consumed by this encoder (and by its NSD loss)."""
+        keys = set(self.syntax_options.syntax_inputs())
+        if self.rel_dep_l > 0:
+            keys.add(DEPTH_KEY)
+        return keys
 
     def relative_buckets(
         self, src_tokens: Tensor, src_syntax: Optional[Dict[str, Tensor]]
@@ -303,6 +538,47 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             dep = relative_bucket(depth.unsqueeze(1) - depth.unsqueeze(2), self.rel_dep_l)
         return seq, dep
 
+    def forward_embedding(
+        self,
+        src_tokens: Tensor,
+        token_embedding: Optional[Tensor] = None,
+        src_syntax: Optional[Dict[str, Tensor]] = None,
+    ) -> Tuple[Tensor, Tensor]:
+        """Input of the first layer: the word embedding and the syntax input components.
+
+        ``embed = [f_emb(x_word, e_NSD) ; E_pos ; E_label ; E_parent]`` (paper 002 eqs. 6, 8-10;
+        paper 003 sec. III.B; absent parts dropped), then
+        ``x = embed + PE(i) + SPE_003(parent, depth) + PE_NSD(d)`` (fairseq's positional
+        encoding; paper 003 eq. 5; paper 002 eqs. 15-16), then fairseq's layernorm-embedding,
+        dropout and quant-noise. Returns ``(x, embed)``, both ``(B, T, model_dim)``.
+        """
+        padding_mask = src_tokens.eq(self.padding_idx)
+        if token_embedding is None:
+            token_embedding = self.embed_tokens(src_tokens)
+        x = self.embed_scale * token_embedding
+        distance: Optional[Tensor] = None
+        if self.nsd_embed is not None or self.nsd_spe_lambda > 0:
+            assert self.nsd_key is not None
+            distance = side_input(src_syntax, self.nsd_key, src_tokens, "the NSD input of paper 002")
+        if self.nsd_embed is not None:
+            x = self.nsd_embed(x, distance, padding_mask)
+        if self.syntax_embed is not None:
+            x = torch.cat([x, self.syntax_embed(src_syntax, src_tokens).to(x.dtype)], dim=-1)
+        embed = x
+        if self.embed_positions is not None:
+            x = embed + self.embed_positions(src_tokens)
+        if self.spe is not None:
+            x = x + self.spe(src_syntax, src_tokens).to(x.dtype)
+        if distance is not None and self.nsd_spe_lambda > 0:
+            pe = nsd_positional_encoding(distance, self.nsd_max_distance, self.nsd_spe_lambda, self.model_dim)
+            x = x + pe.to(x.dtype)
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        return x, embed
+
     def forward(
         self,
         src_tokens: Tensor,
@@ -310,10 +586,15 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
+        return_nsd: bool = True,
     ):
-        """See fairseq ``TransformerEncoderBase.forward``; ``src_syntax`` as above."""
+        """See fairseq ``TransformerEncoderBase.forward``; ``src_syntax`` as above.
+
+        With ``--nsd-predict`` (and ``return_nsd``) the output dict also holds
+        ``"src_nsd_logits": [B x T x (2D+1)]``, the logits of paper 002 eq. 11.
+        """
         return self.forward_scriptable(
-            src_tokens, src_lengths, return_all_hiddens, token_embeddings, src_syntax
+            src_tokens, src_lengths, return_all_hiddens, token_embeddings, src_syntax, return_nsd
         )
 
     def forward_scriptable(
@@ -323,11 +604,8 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
+        return_nsd: bool = True,
     ):
-        if not self.uses_relative:
-            return super().forward_scriptable(
-                src_tokens, src_lengths, return_all_hiddens, token_embeddings
-            )
         rel_seq, rel_dep = self.relative_buckets(src_tokens, src_syntax)
 
         # --- from fairseq TransformerEncoderBase.forward_scriptable ---
@@ -335,7 +613,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         has_pads = (
             torch.tensor(src_tokens.device.type == "xla") or encoder_padding_mask.any()
         )
-        x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
+        x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings, src_syntax)
         # account for padding while computing the representation
         x = x * (
             1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x)
@@ -373,7 +651,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             .reshape(-1, 1)
             .contiguous()
         )
-        return {
+        out = {
             "encoder_out": [x],  # T x B x C
             "encoder_padding_mask": [encoder_padding_mask],  # B x T
             "encoder_embedding": [encoder_embedding],  # B x T x C
@@ -382,6 +660,17 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             "src_tokens": [],
             "src_lengths": [src_lengths],
         }
+        if return_nsd and self.nsd_predictor is not None:
+            out[NSD_LOGITS_KEY] = [self.nsd_predictor(x).transpose(0, 1)]  # B x T x (2D+1), eq. 11
+        return out
+
+    @torch.jit.export
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        """fairseq's reordering, keeping the NSD logits when present."""
+        new = super().reorder_encoder_out(encoder_out, new_order)
+        if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
+            new[NSD_LOGITS_KEY] = [encoder_out[NSD_LOGITS_KEY][0].index_select(0, new_order)]
+        return new
 
     def forward_torchscript(self, net_input: Dict[str, Any]):
         """Used by ``SequenceGenerator`` (``model.forward_encoder(net_input)``).
@@ -394,7 +683,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
     @torch.jit.unused
     def forward_non_torchscript(self, net_input: Dict[str, Any]):
         encoder_input = {k: v for k, v in net_input.items() if k != "prev_output_tokens"}
-        return self.forward(**encoder_input)
+        return self.forward(**encoder_input, return_nsd=False)  # decoding needs no NSD logits
 
 
 class SyntaxTransformerDecoder(TransformerDecoderBase):
@@ -450,10 +739,83 @@ class SyntaxTransformerModel(TransformerModel):
             action="store_true",
             help="drop the relative value representations a^V/b^V (eq. 11/17 -> eq. 5)",
         )
+        # paper 003: syntax features as embeddings (sec. III.B) and as positional encodings (eq. 5)
+        parser.add_argument(
+            "--syntax-features",
+            type=str,
+            metavar="LIST",
+            help="comma-separated subset of pos,label,parent (or 'none'): embeddings of the POS tag, "
+            "dependency label and parent position of each source token, each --syntax-feature-dim wide, "
+            "concatenated to the word embedding (paper 003 sec. III.B); the encoder model dimension is "
+            "--encoder-embed-dim + n * --syntax-feature-dim",
+        )
+        parser.add_argument(
+            "--syntax-feature-dim",
+            type=int,
+            metavar="N",
+            help="dimension of each syntax feature embedding (paper 003: 32)",
+        )
+        parser.add_argument(
+            "--spe-features",
+            type=str,
+            metavar="LIST",
+            help="comma-separated subset of parent,depth (or 'none'): syntactic positional encodings of "
+            "the parent position and the tree depth (root = 1), staggered as paper 003 eq. 5 and added "
+            "with the ordinary positional encoding",
+        )
+        parser.add_argument(
+            "--spe-parent-constant", type=float, metavar="C",
+            help="c_f of paper 003 eq. 5 for the parent position (paper: 2000)",
+        )
+        parser.add_argument(
+            "--spe-depth-constant", type=float, metavar="C",
+            help="c_f of paper 003 eq. 5 for the tree depth (paper: 400)",
+        )
+        # paper 002: neural syntactic distance on the source side
+        parser.add_argument(
+            "--nsd-distance",
+            choices=list(NSD_DISTANCES),
+            help="which syntactic distance (paper 002): dependency = d_D(i) = i - h(i) (eq. 4)",
+        )
+        parser.add_argument(
+            "--nsd-input",
+            choices=list(NSD_INPUT_MODES),
+            help="the distance as an input embedding combined with the word embedding (paper 002 "
+            "eqs. 5-10): concat (eq. 8, adds --nsd-embed-dim to the model dimension), add (eq. 9), "
+            "linear W[x;e]+b (eq. 10); none disables",
+        )
+        parser.add_argument(
+            "--nsd-embed-dim", type=int, metavar="N",
+            help="dimension of the distance embedding for --nsd-input concat (add/linear use the word dim)",
+        )
+        parser.add_argument(
+            "--nsd-spe-lambda", type=float, metavar="LAMBDA",
+            help="period parameter lambda_SPE of the distance positional encoding (paper 002 eqs. 15-16; "
+            "paper's best 40); 0 disables",
+        )
+        parser.add_argument(
+            "--nsd-predict", type=_parse_bool, metavar="BOOL",
+            help="predict each source token's distance from the encoder states (paper 002 eq. 11); "
+            "train with --criterion label_smoothed_cross_entropy_with_nsd",
+        )
+        parser.add_argument(
+            "--nsd-max-distance", type=int, metavar="D",
+            help="distances are clipped to [-D, D] for the embedding table, the positional encoding "
+            "and the 2D+1 classes of the predictor",
+        )
 
     @classmethod
     def build_model(cls, args, task):
         syntax_base_architecture(args)
+        _record_syntax_vocab(args, task)
+        model_dim = encoder_model_dim(args)
+        heads = int(args.encoder_attention_heads)
+        if model_dim % heads != 0:
+            raise ValueError(
+                f"the encoder model dimension {model_dim} (--encoder-embed-dim {args.encoder_embed_dim} "
+                f"+ syntax embeddings) is not divisible by --encoder-attention-heads {heads}; "
+                f"e.g. {paper003_heads(model_dim)} heads would do"
+            )
         return super().build_model(args, task)
 
     @classmethod
@@ -464,7 +826,8 @@ class SyntaxTransformerModel(TransformerModel):
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
-        cfg = TransformerConfig.from_namespace(args)
+        # the encoder-decoder attention reads encoder states of the encoder model dimension
+        cfg = _with_encoder_dim(args, encoder_model_dim(args))
         return SyntaxTransformerDecoder(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
@@ -484,13 +847,20 @@ class SyntaxTransformerModel(TransformerModel):
         alignment_heads: Optional[int] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
     ):
+        """fairseq's forward; returns ``(decoder_out, extra)``.
+
+        With ``--nsd-predict``, ``extra`` also holds the encoder's eq. 11 logits under
+        ``"src_nsd_logits"`` (``[B x T x (2D+1)]``) and the source padding mask under
+        ``"src_nsd_padding_mask"`` (``[B x T]``), for ``label_smoothed_cross_entropy_with_nsd``
+        (one encoder pass serves the translation and the distance losses).
+        """
         encoder_out = self.encoder(
             src_tokens,
             src_lengths=src_lengths,
             return_all_hiddens=return_all_hiddens,
             src_syntax=src_syntax,
         )
-        return self.decoder(
+        decoder_out = self.decoder(
             prev_output_tokens,
             encoder_out=encoder_out,
             features_only=features_only,
@@ -499,6 +869,25 @@ class SyntaxTransformerModel(TransformerModel):
             src_lengths=src_lengths,
             return_all_hiddens=return_all_hiddens,
         )
+        if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
+            decoder_out[1][NSD_LOGITS_KEY] = encoder_out[NSD_LOGITS_KEY]
+            decoder_out[1][NSD_MASK_KEY] = encoder_out["encoder_padding_mask"]
+        return decoder_out
+
+
+def _record_syntax_vocab(args, task) -> None:
+    """Record the label/POS dictionary sizes and pads of the task in ``args``.
+
+    Kept in the checkpoint's args like fairseq's other derived settings, so a model reloaded
+    with a task that has no dictionaries still builds; a syntax_translation task overrides them.
+    """
+    for prefix, name in (("label", "label_dict"), ("pos", "pos_dict")):
+        dictionary = getattr(task, name, None)
+        if dictionary is None:
+            continue
+        plural = "labels" if prefix == "label" else "pos"
+        setattr(args, f"syntax_num_{plural}", len(dictionary))
+        setattr(args, f"syntax_{prefix}_pad", dictionary.pad())
 
 
 # ----------------------------------------------------------------------------
@@ -514,10 +903,58 @@ def _relative_defaults(args, seq_k: int, dep_l: int, decoder_seq_k: int) -> None
     args.rel_no_values = safe_getattr(args, "rel_no_values", False)
 
 
+def _syntax_input_defaults(
+    args,
+    features: str = "none",
+    spe_features: str = "none",
+    nsd_input: str = "none",
+    nsd_spe_lambda: float = 0.0,
+    nsd_predict: bool = False,
+) -> None:
+    """Defaults of the paper 003 / paper 002 input components (off unless a preset turns them on)."""
+    args.syntax_features = safe_getattr(args, "syntax_features", features)
+    args.syntax_feature_dim = safe_getattr(args, "syntax_feature_dim", 32)
+    args.spe_features = safe_getattr(args, "spe_features", spe_features)
+    args.spe_parent_constant = safe_getattr(args, "spe_parent_constant", SPE_DEFAULT_CONSTANTS["parent"])
+    args.spe_depth_constant = safe_getattr(args, "spe_depth_constant", SPE_DEFAULT_CONSTANTS["depth"])
+    args.nsd_distance = safe_getattr(args, "nsd_distance", "dependency")
+    args.nsd_input = safe_getattr(args, "nsd_input", nsd_input)
+    args.nsd_embed_dim = safe_getattr(args, "nsd_embed_dim", 32)
+    args.nsd_spe_lambda = safe_getattr(args, "nsd_spe_lambda", nsd_spe_lambda)
+    args.nsd_predict = safe_getattr(args, "nsd_predict", nsd_predict)
+    args.nsd_max_distance = safe_getattr(args, "nsd_max_distance", 64)
+
+
+def _paper003_sizes(args, word_dim: int, dropout: float) -> None:
+    """Sizes of paper 003 Table IV from the word dimension and the selected features.
+
+    Encoder: word ``word_dim``, model dimension ``word + n * feature_dim``, heads by
+    :func:`paper003_heads`, FFN ``4 x`` model dimension (Table IV: 1408, 1280, 2432, 2304).
+    Decoder: the encoder's model dimension (one ``d_model``, as in the paper), or the word
+    dimension with ``--share-all-embeddings``; heads and FFN by the same rules. Any of them
+    given on the command line wins.
+    """
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", word_dim)
+    model_dim = encoder_model_dim(args)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", paper003_heads(model_dim))
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4 * model_dim)
+    shared = bool(safe_getattr(args, "share_all_embeddings", False))
+    args.decoder_embed_dim = safe_getattr(
+        args, "decoder_embed_dim", args.encoder_embed_dim if shared else model_dim
+    )
+    args.decoder_attention_heads = safe_getattr(
+        args, "decoder_attention_heads", paper003_heads(args.decoder_embed_dim)
+    )
+    args.decoder_ffn_embed_dim = safe_getattr(args, "decoder_ffn_embed_dim", 4 * args.decoder_embed_dim)
+    args.dropout = safe_getattr(args, "dropout", dropout)
+    base_architecture(args)
+
+
 @register_model_architecture("syntax_transformer", "syntax_transformer")
 def syntax_base_architecture(args) -> None:
     """Transformer_abs of paper 000 (no relative representations unless asked)."""
     _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
     base_architecture(args)
 
 
@@ -563,4 +1000,68 @@ def transformer_dep_rel(args) -> None:
 @register_model_architecture("syntax_transformer", "transformer_dep_rel_iwslt_de_en")
 def transformer_dep_rel_iwslt_de_en(args) -> None:
     _relative_defaults(args, 2, 2, 2)
+    transformer_iwslt_de_en(args)
+
+
+# ---------------------------------------------------------------- paper 003 (Duan et al.)
+
+
+@register_model_architecture("syntax_transformer", "transformer_syntax_embed")
+def transformer_syntax_embed(args) -> None:
+    """POS, label and parent-position embeddings concatenated to the word (paper 003 Tables II-IV, En-De).
+
+    Word 512 + 3 x 32 = 608, 19 heads, FFN 2432, dropout 0.1 (Table IV, "Without SPE", En-De).
+    """
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, features="pos,label,parent")
+    _paper003_sizes(args, word_dim=512, dropout=0.1)
+
+
+@register_model_architecture("syntax_transformer", "transformer_syntax_embed_iwslt_de_en")
+def transformer_syntax_embed_iwslt_de_en(args) -> None:
+    """Small variant, paper 003 Table IV De-En: word 256 + 3 x 32 = 352, 11 heads, FFN 1408, dropout 0.3."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, features="pos,label,parent")
+    _paper003_sizes(args, word_dim=256, dropout=0.3)
+
+
+@register_model_architecture("syntax_transformer", "transformer_syntax_spe")
+def transformer_syntax_spe(args) -> None:
+    """POS and label embeddings + SPE of parent position and depth (paper 003 Table II row 4, Table V).
+
+    Word 512 + 2 x 32 = 576, 9 heads, FFN 2304, dropout 0.1 (Table IV, "With SPE", En-De).
+    """
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, features="pos,label", spe_features="parent,depth")
+    _paper003_sizes(args, word_dim=512, dropout=0.1)
+
+
+@register_model_architecture("syntax_transformer", "transformer_syntax_spe_iwslt_de_en")
+def transformer_syntax_spe_iwslt_de_en(args) -> None:
+    """Small variant, paper 003 Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, features="pos,label", spe_features="parent,depth")
+    _paper003_sizes(args, word_dim=256, dropout=0.3)
+
+
+# ---------------------------------------------------------------- paper 002 (Ma et al.)
+
+
+@register_model_architecture("syntax_transformer", "transformer_nsd")
+def transformer_nsd(args) -> None:
+    """Dependency NSD d_D on the source side as input (eq. 10, linear), PE (lambda 40) and output (eq. 11).
+
+    fairseq's base sizes (paper 002: 6 layers, 512, 8 heads, dropout 0.1). Train with
+    ``--criterion label_smoothed_cross_entropy_with_nsd``.
+    """
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, nsd_input="linear", nsd_spe_lambda=40.0, nsd_predict=True)
+    base_architecture(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_nsd_iwslt_de_en")
+def transformer_nsd_iwslt_de_en(args) -> None:
+    """As ``transformer_nsd`` at fairseq's ``transformer_iwslt_de_en`` sizes (512, FFN 1024, 4 heads)."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args, nsd_input="linear", nsd_spe_lambda=40.0, nsd_predict=True)
     transformer_iwslt_de_en(args)
