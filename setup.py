@@ -25,6 +25,7 @@ setup(
         "fairseq_syntax.modules",
         "fairseq_syntax.models",
         "fairseq_syntax.criterions",
+        "fairseq_syntax.analysis",
         "fairseq_syntax_preprocess",
     ],
     package_dir={"fairseq_syntax_preprocess": "preprocess"},
@@ -37,6 +38,7 @@ setup(
         "spacy>=3.2",
         "sacrebleu>=2.0",
         "tqdm",
+        "matplotlib",
     ],
     extras_require={"test": ["pytest"], "plot": ["matplotlib"]},
     entry_points={
@@ -45,6 +47,7 @@ setup(
             "fairseq-syntax-tokenize = fairseq_syntax_preprocess.stages:tokenize_main",
             "fairseq-syntax-parse = fairseq_syntax_preprocess.stages:parse_main",
             "fairseq-syntax-bpe = fairseq_syntax_preprocess.stages:bpe_main",
+            "fairseq-syntax-awsl = fairseq_syntax.analysis.awsl:cli_main",
         ]
     },
 )

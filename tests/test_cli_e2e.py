@@ -127,3 +127,21 @@ def test_preprocess_command_reports_bad_input(tmp_path):
     assert result.returncode == 1
     assert "train.de:2: line-count mismatch: train.en has 2 lines, train.de has 1" in result.stderr
     assert not (tmp_path / "bin").exists()
+
+
+# paper 001 and its baselines (issue 4); TINY has 2 encoder heads, so PASCAL scales 1 of them
+def test_transformer_gps_trains_generates_and_translates_raw_text(outside):
+    spacy_model()
+    checkpoint = train(outside, "transformer_gps", "ckpt_gps", "--gps-label-dim", "8", "--gps-path-dim", "16")
+    generate(outside, checkpoint)
+    interactive(outside, checkpoint)  # label paths and same-sentence mask from the online parse (2 sentences)
+
+
+def test_transformer_pascal_trains_and_generates(outside):
+    checkpoint = train(outside, "transformer_pascal", "ckpt_pascal", "--pascal-heads", "1")
+    generate(outside, checkpoint)
+
+
+def test_transformer_structural_trains_and_generates(outside):
+    checkpoint = train(outside, "transformer_structural", "ckpt_structural")
+    generate(outside, checkpoint)

@@ -74,6 +74,16 @@ from fairseq_syntax.modules.relative_attention import (
     relative_bucket,
     sequence_relative_positions,
 )
+from fairseq_syntax.modules.parent_attention import ParentScaledWeights
+from fairseq_syntax.modules.structural_position import (
+    StructuralPositionEmbedding,
+    structural_relative_buckets,
+)
+from fairseq_syntax.modules.syntactic_position import (
+    SyntacticPathEncoder,
+    SyntacticPositionLogits,
+    same_sentence_mask,
+)
 from fairseq_syntax.modules.syntactic_distance import (
     NSD_DISTANCES,
     NSD_INPUT_MODES,
@@ -111,6 +121,31 @@ __all__ = [
 DEPTH_KEY = "depth"
 #: args attributes recorded from the task by ``SyntaxTransformerModel.build_model``
 _VOCAB_ATTRS = ("syntax_num_pos", "syntax_pos_pad", "syntax_num_labels", "syntax_label_pad")
+PARENTS_KEY = "parents"
+LABELS_KEY = "labels"
+
+
+def parse_layer_list(value: Any, num_layers: int, flag: str) -> Tuple[int, ...]:
+    """``--gps-layers`` / ``--pascal-layers``: ``"0,2"``, ``"all"``, ``"none"`` or ``""`` -> sorted 0-based indices."""
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        items = [str(v) for v in value]
+    else:
+        text = str(value).strip().lower()
+        if text in ("", "none", "-1"):
+            return ()
+        if text == "all":
+            return tuple(range(num_layers))
+        items = [t for t in text.replace(" ", "").split(",") if t]
+    try:
+        layers = sorted(set(int(t) for t in items))
+    except ValueError:
+        raise ValueError(f"{flag} takes comma-separated 0-based layer indices, 'all' or 'none', got {value!r}")
+    bad = [i for i in layers if i < 0 or i >= num_layers]
+    if bad:
+        raise ValueError(f"{flag} {value!r}: layers {bad} out of range for {num_layers} encoder layers (0-based)")
+    return tuple(layers)
 
 
 def _int_opt(cfg: Any, name: str) -> int:
@@ -253,13 +288,32 @@ class RelativeTransformerEncoderLayer(TransformerEncoderLayerBase):
     each of size ``head_dim`` and shared across heads.
     """
 
-    def __init__(self, cfg: TransformerConfig, return_fc: bool = False) -> None:
+    def __init__(self, cfg: TransformerConfig, return_fc: bool = False, layer_idx: int = 0) -> None:
         super().__init__(cfg, return_fc=return_fc)
+        self.layer_idx = int(layer_idx)
+        num_layers = int(cfg.encoder.layers)
         head_dim = self.embed_dim // cfg.encoder.attention_heads
         keys = not _bool_opt(cfg, "rel_no_keys")
         values = not _bool_opt(cfg, "rel_no_values")
         seq_k = _int_opt(cfg, "rel_seq_k")
         dep_l = _int_opt(cfg, "rel_dep_l")
+        stru_k = _int_opt(cfg, "structural_k")
+        # paper 001 eq. 5: this layer's own W_s^Q, W_s^K over the shared path encodings s
+        self.gps_logits: Optional[SyntacticPositionLogits] = (
+            SyntacticPositionLogits(
+                int(safe_getattr(cfg, "gps_path_dim", 64) or 64), self.embed_dim, cfg.encoder.attention_heads
+            )
+            if self.layer_idx in parse_layer_list(safe_getattr(cfg, "gps_layers", None), num_layers, "--gps-layers")
+            else None
+        )
+        # PASCAL: the (parameter-free) parent weights are computed once by the encoder
+        self.pascal = self.layer_idx in parse_layer_list(
+            safe_getattr(cfg, "pascal_layers", None), num_layers, "--pascal-layers"
+        )
+        # Wang et al. (2019b): this layer's own structural relative key/value tables
+        self.rel_stru_embed: Optional[RelativeEmbedding] = (
+            RelativeEmbedding(stru_k, head_dim, keys=keys, values=values) if stru_k > 0 else None
+        )
         self.rel_seq_embed: Optional[RelativeEmbedding] = (
             RelativeEmbedding(seq_k, head_dim, keys=keys, values=values)
             if seq_k > 0
@@ -289,8 +343,12 @@ class RelativeTransformerEncoderLayer(TransformerEncoderLayerBase):
         attn_mask: Optional[Tensor] = None,
         rel_seq_buckets: Optional[Tensor] = None,
         rel_dep_buckets: Optional[Tensor] = None,
+        gps_states: Optional[Tensor] = None,
+        same_sentence: Optional[Tensor] = None,
+        parent_scale: Optional[Tensor] = None,
+        rel_stru_buckets: Optional[Tensor] = None,
     ):
-        """fairseq's encoder layer with relative self-attention.
+        """fairseq's encoder layer with relative self-attention and the paper 001 logit terms.
 
         Args:
             rel_seq_buckets: ``(T, T)`` row indices ``clip(j - i, k) + k``
@@ -298,6 +356,12 @@ class RelativeTransformerEncoderLayer(TransformerEncoderLayerBase):
             rel_dep_buckets: ``(B, T, T)`` row indices
                 ``clip(depth_j - depth_i, l) + l`` (eqs. 16, 19-20); required
                 when this layer has dependency tables.
+            gps_states: ``(B, T, d_s)`` path encodings ``s_i`` (paper 001 sec. 3.2), computed
+                once per forward by the encoder; required in a ``--gps-layers`` layer.
+            same_sentence: ``(B, 1, T, T)`` bool, where the eq. 5 syntax term is kept (sec. 3.3).
+            parent_scale: ``(B, H, T, T)`` PASCAL ``logit_scale`` (computed once per forward);
+                used in a ``--pascal-layers`` layer.
+            rel_stru_buckets: ``(B, T, T)`` structural relative buckets (Wang et al. 2019b).
         """
         relative: RelativeInputs = []
         if self.rel_seq_embed is not None:
@@ -309,7 +373,24 @@ class RelativeTransformerEncoderLayer(TransformerEncoderLayerBase):
                     "but received no dependency bucket indices"
                 )
             relative.append((self.rel_dep_embed, rel_dep_buckets))
-        with self.self_attn.relative_scope(relative):
+        if self.rel_stru_embed is not None:
+            if rel_stru_buckets is None:
+                raise ValueError(
+                    "this encoder layer uses structural relative positions (--structural-k > 0) "
+                    "but received no structural bucket indices"
+                )
+            relative.append((self.rel_stru_embed, rel_stru_buckets))
+        attn_bias: Optional[Tensor] = None
+        if self.gps_logits is not None:
+            if gps_states is None:
+                raise ValueError("this encoder layer is a --gps-layers layer but received no path encodings")
+            attn_bias = self.gps_logits(gps_states, same_sentence)
+        logit_scale: Optional[Tensor] = None
+        if self.pascal:
+            if parent_scale is None:
+                raise ValueError("this encoder layer is a --pascal-layers layer but received no parent weights")
+            logit_scale = parent_scale
+        with self.self_attn.relative_scope(relative, attn_bias=attn_bias, logit_scale=logit_scale):
             return super().forward(x, encoder_padding_mask, attn_mask=attn_mask)
 
 
@@ -424,6 +505,8 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         opts = SyntaxInputOptions.from_cfg(cfg)
         word_dim = embed_tokens.embedding_dim
         model_dim = opts.model_dim(word_dim)
+        # build_encoder_layer numbers the layers it builds (fairseq's base __init__ builds them)
+        self._next_layer_idx = 0
         super().__init__(_with_encoder_dim(cfg, model_dim), dictionary, embed_tokens, return_fc=return_fc)
         cfg = self.cfg
         self.rel_seq_k = _int_opt(cfg, "rel_seq_k")
@@ -485,9 +568,56 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             if opts.spe_features
             else None
         )
+        # paper 001 and its baselines: components computed once per forward, used per layer
+        num_layers = int(cfg.encoder.layers)
+        heads = int(cfg.encoder.attention_heads)
+        self.gps_layers = parse_layer_list(safe_getattr(cfg, "gps_layers", None), num_layers, "--gps-layers")
+        self.pascal_layers = parse_layer_list(
+            safe_getattr(cfg, "pascal_layers", None), num_layers, "--pascal-layers"
+        )
+        self.structural_k = _int_opt(cfg, "structural_k")
+        self.path_encoder: Optional[SyntacticPathEncoder] = None
+        if self.gps_layers:
+            num_labels = safe_getattr(cfg, "syntax_num_labels", None)
+            if num_labels is None:
+                raise ValueError(
+                    "--gps-layers needs the dependency-label dictionary of the syntax_translation task "
+                    "(SyntaxTransformerModel.build_model records its size)"
+                )
+            self.path_encoder = SyntacticPathEncoder(
+                int(num_labels),
+                int(safe_getattr(cfg, "gps_label_dim", 64) or 64),
+                int(safe_getattr(cfg, "gps_path_dim", 64) or 64),
+                padding_idx=safe_getattr(cfg, "syntax_label_pad", None),
+            )
+        self.parent_weights: Optional[ParentScaledWeights] = None
+        if self.pascal_layers:
+            parent_heads = int(safe_getattr(cfg, "pascal_heads", 5))
+            if not 0 < parent_heads <= heads:
+                raise ValueError(
+                    f"--pascal-heads {parent_heads} must be in [1, --encoder-attention-heads {heads}]"
+                )
+            subword = safe_getattr(cfg, "syntax_subword_label", None)
+            self.parent_weights = ParentScaledWeights(
+                heads,
+                parent_heads=parent_heads,
+                variance=float(safe_getattr(cfg, "pascal_variance", 1.0)),
+                subword_parent=str(safe_getattr(cfg, "pascal_subword_parent", "mean") or "mean"),
+                subword_label=int(subword) if subword is not None and int(subword) >= 0 else None,
+            )
+        self.structural_pe: Optional[StructuralPositionEmbedding] = None
+        if _parse_bool(safe_getattr(cfg, "structural_absolute", False) or False):
+            if self.embed_positions is None:
+                raise ValueError(
+                    "--structural-absolute combines the depth with the sequential positions: "
+                    "it needs positional embeddings (drop --no-token-positional-embeddings)"
+                )
+            self.structural_pe = StructuralPositionEmbedding(model_dim)
 
     def build_encoder_layer(self, cfg: TransformerConfig):
-        layer = RelativeTransformerEncoderLayer(cfg, return_fc=self.return_fc)
+        idx = getattr(self, "_next_layer_idx", 0)
+        self._next_layer_idx = idx + 1
+        layer = RelativeTransformerEncoderLayer(cfg, return_fc=self.return_fc, layer_idx=idx)
         return _wrap_layer(layer, cfg)
 
     @property
@@ -499,7 +629,43 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         keys = set(self.syntax_options.syntax_inputs())
         if self.rel_dep_l > 0:
             keys.add(DEPTH_KEY)
+        if self.path_encoder is not None:  # paper 001: label paths over the tree
+            keys |= {PARENTS_KEY, LABELS_KEY, DEPTH_KEY}
+        if self.parent_weights is not None:  # PASCAL: parent positions, words from <subword> arcs
+            keys |= {PARENTS_KEY, LABELS_KEY}
+        if self.structural_k > 0:  # Wang et al. 2019b relative: depths and root paths
+            keys |= {PARENTS_KEY, DEPTH_KEY}
+        if self.structural_pe is not None:  # absolute structural position: the depth
+            keys.add(DEPTH_KEY)
         return keys
+
+    def tree_components(
+        self, src_tokens: Tensor, src_syntax: Optional[Dict[str, Tensor]]
+    ) -> Dict[str, Optional[Tensor]]:
+        """The per-forward syntax inputs of the layers, computed once for all of them (batched).
+
+        ``gps_states`` ``(B, T, d_s)`` and ``same_sentence`` ``(B, 1, T, T)`` (paper 001),
+        ``parent_scale`` ``(B, H, T, T)`` (PASCAL), ``rel_stru_buckets`` ``(B, T, T)``
+        (Wang et al. 2019b); None where not configured.
+        """
+        out: Dict[str, Optional[Tensor]] = {
+            "gps_states": None, "same_sentence": None, "parent_scale": None, "rel_stru_buckets": None,
+        }
+        if self.path_encoder is None and self.parent_weights is None and self.structural_k <= 0:
+            return out
+        parents = side_input(src_syntax, PARENTS_KEY, src_tokens, "the tree components of paper 001")
+        if self.path_encoder is not None:
+            labels = side_input(src_syntax, LABELS_KEY, src_tokens, "the syntactic path encoder (paper 001)")
+            depth = side_input(src_syntax, DEPTH_KEY, src_tokens, "the syntactic path encoder (paper 001)")
+            out["gps_states"] = self.path_encoder(parents, labels, depth, src_tokens.eq(self.padding_idx))
+            out["same_sentence"] = same_sentence_mask(parents)
+        if self.parent_weights is not None:
+            labels = side_input(src_syntax, LABELS_KEY, src_tokens, "PASCAL (parent-scaled attention)")
+            out["parent_scale"] = self.parent_weights(parents, labels)
+        if self.structural_k > 0:
+            depth = side_input(src_syntax, DEPTH_KEY, src_tokens, "structural relative positions")
+            out["rel_stru_buckets"] = structural_relative_buckets(parents, depth, self.structural_k)
+        return out
 
     def relative_buckets(
         self, src_tokens: Tensor, src_syntax: Optional[Dict[str, Tensor]]
@@ -565,7 +731,11 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         if self.syntax_embed is not None:
             x = torch.cat([x, self.syntax_embed(src_syntax, src_tokens).to(x.dtype)], dim=-1)
         embed = x
-        if self.embed_positions is not None:
+        if self.structural_pe is not None:
+            # Wang et al. 2019b: f(PE_seq(i), PE_stru(depth_i)) in place of the sequential position
+            depth = side_input(src_syntax, DEPTH_KEY, src_tokens, "the absolute structural position")
+            x = embed + self.structural_pe(self.embed_positions(src_tokens), depth, padding_mask).to(embed.dtype)
+        elif self.embed_positions is not None:
             x = embed + self.embed_positions(src_tokens)
         if self.spe is not None:
             x = x + self.spe(src_syntax, src_tokens).to(x.dtype)
@@ -607,6 +777,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return_nsd: bool = True,
     ):
         rel_seq, rel_dep = self.relative_buckets(src_tokens, src_syntax)
+        tree = self.tree_components(src_tokens, src_syntax)
 
         # --- from fairseq TransformerEncoderBase.forward_scriptable ---
         encoder_padding_mask = src_tokens.eq(self.padding_idx)
@@ -632,6 +803,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
                 encoder_padding_mask=encoder_padding_mask if has_pads else None,
                 rel_seq_buckets=rel_seq,
                 rel_dep_buckets=rel_dep,
+                **tree,
             )
             if isinstance(lr, tuple) and len(lr) == 2:
                 x, fc_result = lr
@@ -798,6 +970,48 @@ class SyntaxTransformerModel(TransformerModel):
             help="predict each source token's distance from the encoder states (paper 002 eq. 11); "
             "train with --criterion label_smoothed_cross_entropy_with_nsd",
         )
+        # paper 001 (Xie et al. 2021): global syntactic position, and its two baselines
+        parser.add_argument(
+            "--gps-layers", type=str, metavar="LIST",
+            help="0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds the "
+            "syntactic-position term of paper 001 eq. 5 (paper's best: 0, the bottom layer)",
+        )
+        parser.add_argument(
+            "--gps-label-dim", type=int, metavar="N",
+            help="dependency-label embedding size of the path LSTM (paper 001 sec. 3.2)",
+        )
+        parser.add_argument(
+            "--gps-path-dim", type=int, metavar="N",
+            help="hidden size d_s of the path LSTM, i.e. of the syntactic position s_i (paper 001 sec. 3.2)",
+        )
+        parser.add_argument(
+            "--pascal-layers", type=str, metavar="LIST",
+            help="0-based encoder layers (comma list, 'all' or 'none') with parent-scaled self-attention "
+            "(PASCAL, Bugliarello & Okazaki 2020; paper: 0)",
+        )
+        parser.add_argument(
+            "--pascal-heads", type=int, metavar="N",
+            help="number of parent-scaled heads (the first N) in each PASCAL layer (paper: 5 of 8)",
+        )
+        parser.add_argument(
+            "--pascal-variance", type=float, metavar="S2",
+            help="variance sigma^2 of PASCAL's Gaussian centred on the parent (paper: 1)",
+        )
+        parser.add_argument(
+            "--pascal-subword-parent", choices=["mean", "first", "tree"],
+            help="parent position of split words for PASCAL: mean = middle of the parent word's pieces "
+            "(paper), first = its first piece, tree = the piece tree as stored",
+        )
+        parser.add_argument(
+            "--structural-k", type=int, metavar="K",
+            help="clip of the structural relative positions of Wang et al. (2019b), used Shaw-style "
+            "(own key/value tables) in every encoder layer; 0 disables",
+        )
+        parser.add_argument(
+            "--structural-absolute", type=_parse_bool, metavar="BOOL",
+            help="absolute structural position (tree depth) combined with the sequential position "
+            "(Wang et al. 2019b): tanh(W_seq PE(i) + W_stru PE(depth_i) + b) replaces PE(i)",
+        )
         parser.add_argument(
             "--nsd-max-distance", type=int, metavar="D",
             help="distances are clipped to [-D, D] for the embedding table, the positional encoding "
@@ -888,6 +1102,9 @@ def _record_syntax_vocab(args, task) -> None:
         plural = "labels" if prefix == "label" else "pos"
         setattr(args, f"syntax_num_{plural}", len(dictionary))
         setattr(args, f"syntax_{prefix}_pad", dictionary.pad())
+        if prefix == "label":
+            # PASCAL recovers words from the <subword> arcs of the piece trees (-1: none)
+            setattr(args, "syntax_subword_label", dictionary.indices.get("<subword>", -1))
 
 
 # ----------------------------------------------------------------------------
@@ -901,6 +1118,28 @@ def _relative_defaults(args, seq_k: int, dep_l: int, decoder_seq_k: int) -> None
     args.decoder_rel_seq_k = safe_getattr(args, "decoder_rel_seq_k", decoder_seq_k)
     args.rel_no_keys = safe_getattr(args, "rel_no_keys", False)
     args.rel_no_values = safe_getattr(args, "rel_no_values", False)
+
+
+def _tree_defaults(
+    args,
+    gps_layers: str = "none",
+    gps_label_dim: int = 64,
+    gps_path_dim: int = 128,
+    pascal_layers: str = "none",
+    pascal_heads: int = 5,
+    structural_k: int = 0,
+    structural_absolute: bool = False,
+) -> None:
+    """Defaults of the paper 001 components (off unless a preset turns them on; flags win)."""
+    args.gps_layers = safe_getattr(args, "gps_layers", gps_layers)
+    args.gps_label_dim = safe_getattr(args, "gps_label_dim", gps_label_dim)
+    args.gps_path_dim = safe_getattr(args, "gps_path_dim", gps_path_dim)
+    args.pascal_layers = safe_getattr(args, "pascal_layers", pascal_layers)
+    args.pascal_heads = safe_getattr(args, "pascal_heads", pascal_heads)
+    args.pascal_variance = safe_getattr(args, "pascal_variance", 1.0)
+    args.pascal_subword_parent = safe_getattr(args, "pascal_subword_parent", "mean")
+    args.structural_k = safe_getattr(args, "structural_k", structural_k)
+    args.structural_absolute = safe_getattr(args, "structural_absolute", structural_absolute)
 
 
 def _syntax_input_defaults(
@@ -955,6 +1194,7 @@ def syntax_base_architecture(args) -> None:
     """Transformer_abs of paper 000 (no relative representations unless asked)."""
     _relative_defaults(args, 0, 0, 0)
     _syntax_input_defaults(args)
+    _tree_defaults(args)
     base_architecture(args)
 
 
@@ -1064,4 +1304,65 @@ def transformer_nsd_iwslt_de_en(args) -> None:
     """As ``transformer_nsd`` at fairseq's ``transformer_iwslt_de_en`` sizes (512, FFN 1024, 4 heads)."""
     _relative_defaults(args, 0, 0, 0)
     _syntax_input_defaults(args, nsd_input="linear", nsd_spe_lambda=40.0, nsd_predict=True)
+    transformer_iwslt_de_en(args)
+
+
+# ---------------------------------------------------------------- paper 001 (Xie et al.) and baselines
+# Label embeddings 64 and path LSTM 128 (base) / 32 and 64 (small): paper 001 does not state them.
+
+
+@register_model_architecture("syntax_transformer", "transformer_gps")
+def transformer_gps(args) -> None:
+    """Global syntactic position (paper 001 secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0.
+
+    fairseq's base sizes (paper 001 trains Transformer-base); layer 0 is the paper's best (Table 3).
+    """
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, gps_layers="0", gps_label_dim=64, gps_path_dim=128)
+    base_architecture(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_gps_iwslt_de_en")
+def transformer_gps_iwslt_de_en(args) -> None:
+    """As ``transformer_gps`` at ``transformer_iwslt_de_en`` sizes, with a smaller path LSTM (32 -> 64)."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, gps_layers="0", gps_label_dim=32, gps_path_dim=64)
+    transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_pascal")
+def transformer_pascal(args) -> None:
+    """PASCAL (Bugliarello & Okazaki 2020): 5 of 8 heads of encoder layer 0 parent-scaled, variance 1."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, pascal_layers="0", pascal_heads=5)
+    base_architecture(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_pascal_iwslt_de_en")
+def transformer_pascal_iwslt_de_en(args) -> None:
+    """PASCAL at ``transformer_iwslt_de_en`` sizes: 3 of its 4 heads (5/8 rounded up), layer 0, variance 1."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, pascal_layers="0", pascal_heads=3)
+    transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_structural")
+def transformer_structural(args) -> None:
+    """Structural positions (Wang et al. 2019b): absolute (depth with the sequential position) and
+    relative (clip 8, Shaw-style keys and values) in every encoder layer; sequential positions kept."""
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, structural_k=8, structural_absolute=True)
+    base_architecture(args)
+
+
+@register_model_architecture("syntax_transformer", "transformer_structural_iwslt_de_en")
+def transformer_structural_iwslt_de_en(args) -> None:
+    _relative_defaults(args, 0, 0, 0)
+    _syntax_input_defaults(args)
+    _tree_defaults(args, structural_k=8, structural_absolute=True)
     transformer_iwslt_de_en(args)

@@ -1,0 +1,1 @@
+"""Analyses of trained fairseq-syntax checkpoints (``fairseq-syntax-awsl``)."""
