@@ -23,7 +23,7 @@ def test_hub_translate_parses_raw_text(multi30k_bin, tmp_path):
          "--max-update", "4", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-progress-bar"],
         check=True, capture_output=True, cwd=REPO,
     )
-    from fairseq_syntax.models.relative_transformer import SyntaxTransformerModel
+    from fairseq_syntax.models.syntax_transformer import SyntaxTransformerModel
 
     hub = SyntaxTransformerModel.from_pretrained(
         str(tmp_path), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(multi30k_bin),

@@ -8,7 +8,7 @@ invariance of the whole encoder, and a bf16 forward.
 import pytest
 import torch
 
-from fairseq_syntax.models import relative_transformer as rt
+from fairseq_syntax.models import syntax_transformer as rt
 from fairseq_syntax.modules.parent_attention import ParentScaledWeights
 
 from .test_syntax_inputs import LABELS, batch, build, other_sentence, parse, table1_features, table1_tokens

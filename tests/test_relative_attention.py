@@ -31,7 +31,7 @@ from fairseq.modules import MultiheadAttention  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 ra = importlib.import_module("fairseq_syntax.modules.relative_attention")
-rt = importlib.import_module("fairseq_syntax.models.relative_transformer")
+rt = importlib.import_module("fairseq_syntax.models.syntax_transformer")
 RelativeEmbedding = ra.RelativeEmbedding
 RelativeMultiheadAttention = ra.RelativeMultiheadAttention
 

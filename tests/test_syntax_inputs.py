@@ -23,7 +23,7 @@ from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_nsd import (
     nsd_losses,
 )
 from fairseq_syntax.data.syntax_features import append_eos, collate_features, sentence_features
-from fairseq_syntax.models import relative_transformer as rt
+from fairseq_syntax.models import syntax_transformer as rt
 from fairseq_syntax.modules.syntactic_distance import (
     distance_class,
     distance_embedding_index,

@@ -1,1 +1,1 @@
-from . import relative_transformer  # noqa: F401
+from . import syntax_transformer  # noqa: F401

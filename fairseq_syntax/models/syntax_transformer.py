@@ -1,7 +1,9 @@
-"""Transformer with relative sequence positions and dependency relative depths.
+"""``syntax_transformer``: the one syntax-aware Transformer; each paper is a preset of its components.
 
-Model ``syntax_transformer`` (paper 000, "Dependency-Based Relative Positional
-Encoding for Transformer NMT"):
+Papers 003 and 002 act on the encoder input (``forward_embedding``: feature embeddings,
+syntactic positional encodings, NSD), paper 001 and its baselines on encoder self-attention
+(GPS term, PASCAL weights, structural positions), and paper 000 ("Dependency-Based Relative
+Positional Encoding for Transformer NMT") on self-attention keys and values:
 
 * ``--rel-seq-k K``: Shaw et al. (2018) relative positions ``clip(j - i, K)``
   in the encoder self-attention (paper 000 eqs. 11-15);
