@@ -40,7 +40,7 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest"], "plot": ["matplotlib"]},
+    extras_require={"test": ["pytest"]},
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",
