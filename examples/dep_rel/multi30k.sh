@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Paper 000 (Omote et al. 2019) on Multi30k en-de: transformer (absolute positions, fairseq's
-# own), transformer_rel (Shaw et al.), transformer_dep and transformer_dep_rel, one data-bin,
-# one small configuration sized for about an hour per model on 2 CPU cores; test_2016_flickr
-# scored with sacrebleu; a results table in $OUT/results.md.
+# Multi30k en-de comparison of every model on one data-bin: fairseq's own transformer (absolute
+# positions), paper 000 (transformer_rel, transformer_dep, transformer_dep_rel), paper 001 and its
+# baselines (transformer_gps, transformer_pascal, transformer_structural), papers 003 and 002
+# (transformer_syntax_embed, transformer_syntax_spe, transformer_nsd); one small configuration
+# sized for about an hour per model on 2 CPU cores; test_2016_flickr scored with sacrebleu; a
+# results table in $OUT/results.md.
 #
 #   bash examples/dep_rel/multi30k.sh [MULTI30K_DIR] [OUT]
 #   ARCHS="transformer transformer_dep_rel" SEED=2 bash examples/dep_rel/multi30k.sh
@@ -13,7 +15,7 @@ set -euo pipefail
 shopt -s nullglob
 DATA=${1:-../shared/data/multi30k}
 OUT=${2:-runs/multi30k_dep_rel}
-ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel"}
+ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel transformer_gps transformer_pascal transformer_structural transformer_syntax_embed transformer_syntax_spe transformer_nsd"}
 SEED=${SEED:-1}
 MAX_UPDATE=${MAX_UPDATE:-2000}
 THREADS=${THREADS:-2}
@@ -40,11 +42,17 @@ MODEL="--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-e
   --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"
 for arch in $ARCHS; do
   ckpt="$OUT/checkpoints/$arch.seed$SEED"
+  CRITERION=label_smoothed_cross_entropy
+  EXTRA=""
+  case "$arch" in
+    transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd ;;
+    transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
+  esac
   # resumes from $ckpt/checkpoint_last.pt if a run was interrupted
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
-      --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --weight-decay 0.0001 \
+      --criterion "$CRITERION" $EXTRA --label-smoothing 0.1 --weight-decay 0.0001 \
       --max-tokens 4096 --max-update "$MAX_UPDATE" --seed "$SEED" --num-workers 0 \
       --save-dir "$ckpt" --no-epoch-checkpoints --keep-last-epochs 1 \
       --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$arch.seed$SEED.log"
