@@ -60,7 +60,7 @@ for arch in $ARCHS; do
     --path "$ckpt/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 128 \
     --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$arch.seed$SEED.txt"
   grep '^D-' "$OUT/generate.$arch.seed$SEED.txt" | sort -t- -k2 -n | cut -f3 > "$OUT/test.$arch.seed$SEED.de"
-  sacrebleu "$OUT/raw/test.de" -i "$OUT/test.$arch.seed$SEED.de" -m bleu chrf -b -w 2 \
+  sacrebleu "$OUT/raw/test.de" -i "$OUT/test.$arch.seed$SEED.de" -m bleu chrf -b -w 2 | tr -d '[],' \
     | paste -sd' ' > "$OUT/score.$arch.seed$SEED.txt"
 done
 
@@ -71,7 +71,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   for f in "$OUT"/score.*.txt; do
     name=$(basename "$f" .txt); name=${name#score.}; arch=${name%.seed*}; seed=${name##*.seed}
     updates=$(grep -o 'num_updates [0-9]*' "$OUT/train.$arch.seed$seed.log" 2>/dev/null | tail -1 | cut -d' ' -f2)
-    read -r bleu chrf < "$f"
+    read -r bleu chrf < <(tr -d "[],"  < "$f")
     echo "| $arch | $seed | ${updates:-?} | $bleu | $chrf | $commit |"
   done
 } > "$OUT/results.md"
