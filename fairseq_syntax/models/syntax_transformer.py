@@ -45,7 +45,7 @@ OpenNMT-py models, one ``d_model`` for both sides), or like the encoder's word e
 import argparse
 import copy
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import Tensor
@@ -1200,171 +1200,103 @@ def syntax_base_architecture(args) -> None:
     base_architecture(args)
 
 
-@register_model_architecture("syntax_transformer", "syntax_transformer_iwslt_de_en")
-def syntax_transformer_iwslt_de_en(args) -> None:
-    _relative_defaults(args, 0, 0, 0)
-    transformer_iwslt_de_en(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_rel")
-def transformer_rel(args) -> None:
-    """Transformer_rel: Shaw et al. (k=2) in encoder and decoder self-attention."""
-    _relative_defaults(args, 2, 0, 2)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_rel_iwslt_de_en")
-def transformer_rel_iwslt_de_en(args) -> None:
-    _relative_defaults(args, 2, 0, 2)
-    transformer_iwslt_de_en(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_dep")
-def transformer_dep(args) -> None:
-    """Transformer_dep: relative dependency depth (l=2), encoder only (eqs. 17-20)."""
-    _relative_defaults(args, 0, 2, 0)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_dep_iwslt_de_en")
-def transformer_dep_iwslt_de_en(args) -> None:
-    _relative_defaults(args, 0, 2, 0)
-    transformer_iwslt_de_en(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_dep_rel")
-def transformer_dep_rel(args) -> None:
-    """Transformer_dep+rel: k=2 and l=2 summed in the encoder (eqs. 21-22), k=2 in the decoder."""
-    _relative_defaults(args, 2, 2, 2)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_dep_rel_iwslt_de_en")
-def transformer_dep_rel_iwslt_de_en(args) -> None:
-    _relative_defaults(args, 2, 2, 2)
-    transformer_iwslt_de_en(args)
-
-
-# ---------------------------------------------------------------- paper 003 (Duan et al.)
-
-
-@register_model_architecture("syntax_transformer", "transformer_syntax_embed")
-def transformer_syntax_embed(args) -> None:
-    """POS, label and parent-position embeddings concatenated to the word (paper 003 Tables II-IV, En-De).
-
-    Word 512 + 3 x 32 = 608, 19 heads, FFN 2432, dropout 0.1 (Table IV, "Without SPE", En-De).
-    """
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, features="pos,label,parent")
+def _paper003_base(args) -> None:
     _paper003_sizes(args, word_dim=512, dropout=0.1)
 
 
-@register_model_architecture("syntax_transformer", "transformer_syntax_embed_iwslt_de_en")
-def transformer_syntax_embed_iwslt_de_en(args) -> None:
-    """Small variant, paper 003 Table IV De-En: word 256 + 3 x 32 = 352, 11 heads, FFN 1408, dropout 0.3."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, features="pos,label,parent")
+def _paper003_small(args) -> None:
     _paper003_sizes(args, word_dim=256, dropout=0.3)
 
 
-@register_model_architecture("syntax_transformer", "transformer_syntax_spe")
-def transformer_syntax_spe(args) -> None:
-    """POS and label embeddings + SPE of parent position and depth (paper 003 Table II row 4, Table V).
+def _register_preset(
+    name: str,
+    sizes: Callable[[Any], None],
+    doc: str,
+    relative: Tuple[int, int, int] = (0, 0, 0),
+    inputs: Optional[Dict[str, Any]] = None,
+    tree: Optional[Dict[str, Any]] = None,
+) -> None:
+    """Register architecture ``name``: component defaults, then sizes (flags given by the user win).
 
-    Word 512 + 2 x 32 = 576, 9 heads, FFN 2304, dropout 0.1 (Table IV, "With SPE", En-De).
+    ``relative`` is (encoder k, encoder l, decoder k) of paper 000; ``inputs`` the paper 003/002
+    input components (:func:`_syntax_input_defaults`); ``tree`` the paper 001 components
+    (:func:`_tree_defaults`); ``sizes`` fairseq's ``base_architecture``,
+    ``transformer_iwslt_de_en`` or the paper 003 sizes.
     """
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, features="pos,label", spe_features="parent,depth")
-    _paper003_sizes(args, word_dim=512, dropout=0.1)
+
+    def architecture(args) -> None:
+        _relative_defaults(args, *relative)
+        _syntax_input_defaults(args, **(inputs or {}))
+        _tree_defaults(args, **(tree or {}))
+        sizes(args)
+
+    architecture.__name__ = architecture.__qualname__ = name
+    architecture.__doc__ = doc
+    register_model_architecture("syntax_transformer", name)(architecture)
 
 
-@register_model_architecture("syntax_transformer", "transformer_syntax_spe_iwslt_de_en")
-def transformer_syntax_spe_iwslt_de_en(args) -> None:
-    """Small variant, paper 003 Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, features="pos,label", spe_features="parent,depth")
-    _paper003_sizes(args, word_dim=256, dropout=0.3)
+_PAPER003_EMBED = {"features": "pos,label,parent"}
+_PAPER003_SPE = {"features": "pos,label", "spe_features": "parent,depth"}
+_PAPER002_NSD = {"nsd_input": "linear", "nsd_spe_lambda": 40.0, "nsd_predict": True}
 
+# name, sizes, docstring, components. Each paper's base preset uses fairseq's base sizes (6+6,
+# 512, 8 heads) unless its paper says otherwise; `_iwslt_de_en` presets are the small variants.
+PRESETS = [
+    ("syntax_transformer_iwslt_de_en", transformer_iwslt_de_en,
+     "Transformer_abs at transformer_iwslt_de_en sizes.", {}),
+    # paper 000 (Omote et al. 2019)
+    ("transformer_rel", base_architecture,
+     "Transformer_rel: Shaw et al. (k=2) in encoder and decoder self-attention (paper 000 eqs. 11-15).",
+     {"relative": (2, 0, 2)}),
+    ("transformer_rel_iwslt_de_en", transformer_iwslt_de_en, "transformer_rel, small.", {"relative": (2, 0, 2)}),
+    ("transformer_dep", base_architecture,
+     "Transformer_dep: relative dependency depth (l=2), encoder only (paper 000 eqs. 16-20).",
+     {"relative": (0, 2, 0)}),
+    ("transformer_dep_iwslt_de_en", transformer_iwslt_de_en, "transformer_dep, small.", {"relative": (0, 2, 0)}),
+    ("transformer_dep_rel", base_architecture,
+     "Transformer_dep+rel: k=2 and l=2 summed in the encoder (paper 000 eqs. 21-22), k=2 in the decoder.",
+     {"relative": (2, 2, 2)}),
+    ("transformer_dep_rel_iwslt_de_en", transformer_iwslt_de_en, "transformer_dep_rel, small.",
+     {"relative": (2, 2, 2)}),
+    # paper 003 (Duan et al.)
+    ("transformer_syntax_embed", _paper003_base,
+     "POS, label and parent-position embeddings concatenated to the word (paper 003 Tables II-IV, En-De): "
+     "word 512 + 3 x 32 = 608, 19 heads, FFN 2432, dropout 0.1.", {"inputs": _PAPER003_EMBED}),
+    ("transformer_syntax_embed_iwslt_de_en", _paper003_small,
+     "Paper 003 Table IV De-En: word 256 + 3 x 32 = 352, 11 heads, FFN 1408, dropout 0.3.",
+     {"inputs": _PAPER003_EMBED}),
+    ("transformer_syntax_spe", _paper003_base,
+     "POS and label embeddings + SPE of parent position and depth (paper 003 Table II row 4, Table V): "
+     "word 512 + 2 x 32 = 576, 9 heads, FFN 2304, dropout 0.1.", {"inputs": _PAPER003_SPE}),
+    ("transformer_syntax_spe_iwslt_de_en", _paper003_small,
+     "Paper 003 Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3.",
+     {"inputs": _PAPER003_SPE}),
+    # paper 002 (Ma et al. 2019)
+    ("transformer_nsd", base_architecture,
+     "Dependency NSD d_D as input (paper 002 eq. 10, linear), PE (lambda 40) and output (eq. 11); "
+     "train with --criterion label_smoothed_cross_entropy_with_nsd.", {"inputs": _PAPER002_NSD}),
+    ("transformer_nsd_iwslt_de_en", transformer_iwslt_de_en, "transformer_nsd, small.",
+     {"inputs": _PAPER002_NSD}),
+    # paper 001 (Xie et al. 2021) and its baselines; label embeddings 64 and path LSTM 128 (base),
+    # 32 and 64 (small): paper 001 does not state them
+    ("transformer_gps", base_architecture,
+     "Global syntactic position (paper 001 secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0 "
+     "(the paper's best, Table 3).", {"tree": {"gps_layers": "0", "gps_label_dim": 64, "gps_path_dim": 128}}),
+    ("transformer_gps_iwslt_de_en", transformer_iwslt_de_en, "transformer_gps, small (path LSTM 32 -> 64).",
+     {"tree": {"gps_layers": "0", "gps_label_dim": 32, "gps_path_dim": 64}}),
+    ("transformer_pascal", base_architecture,
+     "PASCAL (Bugliarello & Okazaki 2020): 5 of 8 heads of encoder layer 0 parent-scaled, variance 1.",
+     {"tree": {"pascal_layers": "0", "pascal_heads": 5}}),
+    ("transformer_pascal_iwslt_de_en", transformer_iwslt_de_en,
+     "PASCAL, small: 3 of its 4 heads (5/8 rounded up), layer 0, variance 1.",
+     {"tree": {"pascal_layers": "0", "pascal_heads": 3}}),
+    ("transformer_structural", base_architecture,
+     "Structural positions (Wang et al. 2019b): absolute (depth with the sequential position) and relative "
+     "(clip 8, Shaw-style keys and values) in every encoder layer; sequential positions kept.",
+     {"tree": {"structural_k": 8, "structural_absolute": True}}),
+    ("transformer_structural_iwslt_de_en", transformer_iwslt_de_en, "transformer_structural, small.",
+     {"tree": {"structural_k": 8, "structural_absolute": True}}),
+]
 
-# ---------------------------------------------------------------- paper 002 (Ma et al.)
-
-
-@register_model_architecture("syntax_transformer", "transformer_nsd")
-def transformer_nsd(args) -> None:
-    """Dependency NSD d_D on the source side as input (eq. 10, linear), PE (lambda 40) and output (eq. 11).
-
-    fairseq's base sizes (paper 002: 6 layers, 512, 8 heads, dropout 0.1). Train with
-    ``--criterion label_smoothed_cross_entropy_with_nsd``.
-    """
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, nsd_input="linear", nsd_spe_lambda=40.0, nsd_predict=True)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_nsd_iwslt_de_en")
-def transformer_nsd_iwslt_de_en(args) -> None:
-    """As ``transformer_nsd`` at fairseq's ``transformer_iwslt_de_en`` sizes (512, FFN 1024, 4 heads)."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args, nsd_input="linear", nsd_spe_lambda=40.0, nsd_predict=True)
-    transformer_iwslt_de_en(args)
-
-
-# ---------------------------------------------------------------- paper 001 (Xie et al.) and baselines
-# Label embeddings 64 and path LSTM 128 (base) / 32 and 64 (small): paper 001 does not state them.
-
-
-@register_model_architecture("syntax_transformer", "transformer_gps")
-def transformer_gps(args) -> None:
-    """Global syntactic position (paper 001 secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0.
-
-    fairseq's base sizes (paper 001 trains Transformer-base); layer 0 is the paper's best (Table 3).
-    """
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, gps_layers="0", gps_label_dim=64, gps_path_dim=128)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_gps_iwslt_de_en")
-def transformer_gps_iwslt_de_en(args) -> None:
-    """As ``transformer_gps`` at ``transformer_iwslt_de_en`` sizes, with a smaller path LSTM (32 -> 64)."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, gps_layers="0", gps_label_dim=32, gps_path_dim=64)
-    transformer_iwslt_de_en(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_pascal")
-def transformer_pascal(args) -> None:
-    """PASCAL (Bugliarello & Okazaki 2020): 5 of 8 heads of encoder layer 0 parent-scaled, variance 1."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, pascal_layers="0", pascal_heads=5)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_pascal_iwslt_de_en")
-def transformer_pascal_iwslt_de_en(args) -> None:
-    """PASCAL at ``transformer_iwslt_de_en`` sizes: 3 of its 4 heads (5/8 rounded up), layer 0, variance 1."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, pascal_layers="0", pascal_heads=3)
-    transformer_iwslt_de_en(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_structural")
-def transformer_structural(args) -> None:
-    """Structural positions (Wang et al. 2019b): absolute (depth with the sequential position) and
-    relative (clip 8, Shaw-style keys and values) in every encoder layer; sequential positions kept."""
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, structural_k=8, structural_absolute=True)
-    base_architecture(args)
-
-
-@register_model_architecture("syntax_transformer", "transformer_structural_iwslt_de_en")
-def transformer_structural_iwslt_de_en(args) -> None:
-    _relative_defaults(args, 0, 0, 0)
-    _syntax_input_defaults(args)
-    _tree_defaults(args, structural_k=8, structural_absolute=True)
-    transformer_iwslt_de_en(args)
+for _name, _sizes, _doc, _components in PRESETS:
+    _register_preset(_name, _sizes, _doc, **_components)
