@@ -8,6 +8,7 @@ bash scripts/setup.sh
 . "${VENV:-.venv}/bin/activate"
 OUT=${OUT:-runs/quickstart}
 UPDATES=${UPDATES:-500}
+rm -rf "$OUT/checkpoints"  # a fresh run each time: the job demonstrates training
 mkdir -p "$OUT"
 
 fairseq-syntax-preprocess -s en -t de \
