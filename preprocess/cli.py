@@ -141,7 +141,6 @@ class Split:
         self.tgt_tokens: List[List[str]] = []
         self.trees: List[WordTree] = []
         self.src_pieces: List[List[str]] = []
-        self.tgt_pieces: List[List[str]] = []
         self.skipped_lines: List[int] = []
         self.unfiltered_src_tokens: Optional[List[List[str]]] = None  # with --max-len-action skip
 
