@@ -48,7 +48,9 @@ for arch in $ARCHS; do
     transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd ;;
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
-  # resumes from $ckpt/checkpoint_last.pt if a run was interrupted
+  # resumes from $ckpt/checkpoint_last.pt if a run was interrupted; the commit that trained it is kept
+  [ -f "$OUT/commit.$arch.seed$SEED.txt" ] || git rev-parse --short HEAD > "$OUT/commit.$arch.seed$SEED.txt" 2>/dev/null \
+    || echo unknown > "$OUT/commit.$arch.seed$SEED.txt"
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
@@ -64,7 +66,6 @@ for arch in $ARCHS; do
     | paste -sd' ' > "$OUT/score.$arch.seed$SEED.txt"
 done
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
   echo "| model | seed | updates | BLEU | chrF2 | commit |"
   echo "|---|---|---|---|---|---|"
@@ -72,6 +73,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     name=$(basename "$f" .txt); name=${name#score.}; arch=${name%.seed*}; seed=${name##*.seed}
     updates=$(grep -o 'num_updates [0-9]*' "$OUT/train.$arch.seed$seed.log" 2>/dev/null | tail -1 | cut -d' ' -f2)
     read -r bleu chrf < <(tr -d "[],"  < "$f")
+    commit=$(cat "$OUT/commit.$arch.seed$seed.txt" 2>/dev/null || echo unknown)
     echo "| $arch | $seed | ${updates:-?} | $bleu | $chrf | $commit |"
   done
 } > "$OUT/results.md"
