@@ -14,18 +14,32 @@ machine noise falls on all of them alike), equal dimensions. Reported as ratios 
 
 The paper 003 models get the same ``--dims``, so their encoder is wider by the concatenated
 feature embeddings (``--encoder-embed-dim`` is the word dimension); ``transformer_nsd`` trains
-with ``label_smoothed_cross_entropy_with_nsd``.
+with ``label_smoothed_cross_entropy_with_nsd``. ``--model-flags ARCH=FLAGS`` adds flags to one
+model only (they come last, so they win): with it the paper 003 models can be compared with a
+``transformer`` of the same model width, e.g. ``transformer`` at 352 everywhere against
+``transformer_syntax_embed_iwslt_de_en`` with 256-wide words + 3 x 32 features (what the
+features themselves cost, apart from the width the paper gives the model):
+
+    python benchmarks/model_speed.py DATA_BIN --threads 1 \
+      --archs transformer,transformer_syntax_embed_iwslt_de_en \
+      --dims "--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 352 --decoder-embed-dim 352 \
+              --encoder-ffn-embed-dim 1408 --decoder-ffn-embed-dim 1408 --encoder-attention-heads 11 \
+              --decoder-attention-heads 11 --share-decoder-input-output-embed" \
+      --model-flags "transformer_syntax_embed_iwslt_de_en=--encoder-embed-dim 256"
 """
 
 import argparse
 import json
 import platform
+import shlex
 import statistics
 import sys
 import time
 from typing import Dict, List
 
 import torch
+
+from model_inputs import for_model
 
 
 def build(data_bin: str, arch: str, dims: List[str], device: torch.device):
@@ -48,13 +62,6 @@ def build(data_bin: str, arch: str, dims: List[str], device: torch.device):
     return task, model, criterion, optimizer
 
 
-def for_model(sample: Dict, model) -> Dict:
-    """The batch as the task would give it to this model: only the syntax inputs it consumes."""
-    wanted = model.syntax_inputs() if hasattr(model, "syntax_inputs") else set()
-    net_input = {k: v for k, v in sample["net_input"].items() if k != "src_syntax"}
-    if wanted:
-        net_input["src_syntax"] = {k: v for k, v in sample["net_input"]["src_syntax"].items() if k in wanted}
-    return dict(sample, net_input=net_input)
 
 
 class SavedBytes:
@@ -80,6 +87,8 @@ def main() -> None:
                         "--decoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 "
                         "--encoder-attention-heads 4 --decoder-attention-heads 4 --share-all-embeddings",
                         help="dimension flags given to every model (equal dimensions)")
+    parser.add_argument("--model-flags", action="append", default=[], metavar="ARCH=FLAGS",
+                        help="extra flags for one model only, after --dims (repeatable)")
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--warmup-steps", type=int, default=3)
@@ -96,7 +105,13 @@ def main() -> None:
     archs = args.archs.split(",")
     torch.manual_seed(1)
 
-    built = {arch: build(args.data_bin, arch, args.dims.split(), device) for arch in archs}
+    own_flags: Dict[str, List[str]] = {}
+    for item in args.model_flags:
+        arch, sep, flags = item.partition("=")
+        if not sep or arch not in archs:
+            parser.error(f"--model-flags {item!r}: expected ARCH=FLAGS with ARCH one of {archs}")
+        own_flags.setdefault(arch, []).extend(flags.split())
+    built = {arch: build(args.data_bin, arch, args.dims.split() + own_flags.get(arch, []), device) for arch in archs}
     # batches from one task with every feature any model consumes; each model gets its share
     feeder = built[archs[-1]][0]
     for task, model, _, _ in built.values():
@@ -165,6 +180,7 @@ def main() -> None:
         wps = words[arch] / seconds[arch]
         sps = sentences[arch] / gen_seconds[arch]
         rows[arch] = {
+            "parameters": sum(p.numel() for p in built[arch][1].parameters()),
             "train_words_per_s": round(wps, 1),
             "train_speed_ratio": round(wps / (words[base] / seconds[base]), 3),
             "peak_memory_mb": round(peak[arch] / 2**20, 1),
@@ -176,7 +192,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
         "memory_measure": "cuda max_memory_allocated" if device.type == "cuda" else "saved-for-backward bytes + 4 x parameter bytes",
         "train_steps": args.train_steps, "max_tokens": args.max_tokens, "gen_batches": len(gen_batches),
-        "models": rows, "command": " ".join(["python"] + sys.argv),
+        "models": rows, "command": " ".join(["python"] + [shlex.quote(a) for a in sys.argv]),
     }, indent=2))
 
 
