@@ -16,6 +16,7 @@ syntax layer) and ``PREFIX.png``::
 
 import argparse
 import csv
+import logging
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
@@ -97,11 +98,18 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
 
 
 def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
-        writer.writerow(["layer", "awsl_syntax", "awsl_content", "sentences"])
-        for r in rows:
-            writer.writerow([r["layer"], f"{r['awsl_syntax']:.6f}", f"{r['awsl_content']:.6f}", r["sentences"]])
+    """One row per syntax layer; written to a temporary name, then renamed into place."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+            writer.writerow(["layer", "awsl_syntax", "awsl_content", "sentences"])
+            for r in rows:
+                writer.writerow([r["layer"], f"{r['awsl_syntax']:.6f}", f"{r['awsl_content']:.6f}", r["sentences"]])
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> None:
@@ -123,12 +131,22 @@ def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> N
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    tmp = f"{path}.tmp{os.getpid()}.png"
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     args = get_parser().parse_args(argv)
+    # fairseq's wav2vec2_classification module sets the root logger to DEBUG when imported
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
+    logging.getLogger().setLevel(logging.INFO)
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     model, _task, dataset = load(args.data, args.path, args.split, args.cpu)
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
