@@ -8,6 +8,10 @@
 #
 #   bash examples/dep_rel/multi30k.sh [MULTI30K_DIR] [OUT]
 #   ARCHS="transformer transformer_dep_rel" SEED=2 bash examples/dep_rel/multi30k.sh
+#   ARCHS=transformer_gps FLAGS="--gps-layers all" TAG=.all bash examples/dep_rel/multi30k.sh
+#
+# FLAGS are added to every model's fairseq-train flags; TAG is appended to the run's name
+# (checkpoints, logs, scores and its row are named ARCH$TAG), so variants do not overwrite runs.
 #
 # MULTI30K_DIR holds train/val/test_2016_flickr .en/.de(.gz) as distributed by the Multi30k
 # repository (default: ../shared/data/multi30k). Needs the package installed (scripts/setup.sh).
@@ -17,6 +21,8 @@ DATA=${1:-../shared/data/multi30k}
 OUT=${2:-runs/multi30k_dep_rel}
 ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel transformer_gps transformer_pascal transformer_structural transformer_syntax_embed transformer_syntax_spe transformer_nsd"}
 SEED=${SEED:-1}
+FLAGS=${FLAGS:-}
+TAG=${TAG:-}
 MAX_UPDATE=${MAX_UPDATE:-2000}
 THREADS=${THREADS:-2}
 if ! command -v fairseq-train >/dev/null && [ -f .venv/bin/activate ]; then . .venv/bin/activate; fi
@@ -41,7 +47,8 @@ MODEL="--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-e
   --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 --encoder-attention-heads 4
   --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"
 for arch in $ARCHS; do
-  ckpt="$OUT/checkpoints/$arch.seed$SEED"
+  run="$arch$TAG"
+  ckpt="$OUT/checkpoints/$run.seed$SEED"
   CRITERION=label_smoothed_cross_entropy
   EXTRA=""
   case "$arch" in
@@ -49,21 +56,21 @@ for arch in $ARCHS; do
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
   # resumes from $ckpt/checkpoint_last.pt if a run was interrupted; the commit that trained it is kept
-  [ -f "$OUT/commit.$arch.seed$SEED.txt" ] || git rev-parse --short HEAD > "$OUT/commit.$arch.seed$SEED.txt" 2>/dev/null \
-    || echo unknown > "$OUT/commit.$arch.seed$SEED.txt"
+  [ -f "$OUT/commit.$run.seed$SEED.txt" ] || git rev-parse --short HEAD > "$OUT/commit.$run.seed$SEED.txt" 2>/dev/null \
+    || echo unknown > "$OUT/commit.$run.seed$SEED.txt"
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
-      --criterion "$CRITERION" $EXTRA --label-smoothing 0.1 --weight-decay 0.0001 \
+      --criterion "$CRITERION" $EXTRA $FLAGS --label-smoothing 0.1 --weight-decay 0.0001 \
       --max-tokens 4096 --max-update "$MAX_UPDATE" --seed "$SEED" --num-workers 0 \
       --save-dir "$ckpt" --no-epoch-checkpoints --keep-last-epochs 1 \
-      --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$arch.seed$SEED.log"
+      --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$run.seed$SEED.log"
   OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
     --path "$ckpt/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 128 \
-    --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$arch.seed$SEED.txt"
-  grep '^D-' "$OUT/generate.$arch.seed$SEED.txt" | sort -t- -k2 -n | cut -f3 > "$OUT/test.$arch.seed$SEED.de"
-  sacrebleu "$OUT/raw/test.de" -i "$OUT/test.$arch.seed$SEED.de" -m bleu chrf -b -w 2 | tr -d '[],' \
-    | paste -sd' ' > "$OUT/score.$arch.seed$SEED.txt"
+    --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$run.seed$SEED.txt"
+  grep '^D-' "$OUT/generate.$run.seed$SEED.txt" | sort -t- -k2 -n | cut -f3 > "$OUT/test.$run.seed$SEED.de"
+  sacrebleu "$OUT/raw/test.de" -i "$OUT/test.$run.seed$SEED.de" -m bleu chrf -b -w 2 | tr -d '[],' \
+    | paste -sd' ' > "$OUT/score.$run.seed$SEED.txt"
 done
 
 {
