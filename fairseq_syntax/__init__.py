@@ -8,4 +8,7 @@ fairseq checkpoints hold to torch's ``weights_only`` loader (see ``checkpoints.p
 __version__ = "0.1.0"
 
 from . import checkpoints  # noqa: F401  (before any checkpoint is loaded)
+from . import compat
+
+compat.install()
 from . import criterions, models, tasks  # noqa: F401

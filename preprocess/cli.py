@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -23,8 +22,12 @@ import numpy as np
 from tqdm import tqdm
 
 from . import bpe as bpe_stage
+from .argtypes import at_least, non_negative, positive
 from .conllu import format_conllu, trees_for_lines
-from .errors import InputError
+from .destdir import METADATA_FILE, PRODUCER, PRODUCER_KEY, check_destdir, make_temp_dir, move_into_place
+from .errors import InputError, UsageError, UserError
+from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, nonempty_lines, read_lines
+from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
 from .projection import RULES, SUBWORD_LABEL, project
 from .side_files import (
@@ -42,7 +45,6 @@ from .word_tree import WordTree
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 
-METADATA_FILE = "syntax.json"
 CODES_FILE = "bpe.codes"
 FORMAT_VERSION = 1
 
@@ -60,14 +62,14 @@ def get_parser() -> argparse.ArgumentParser:
     fair.add_argument("--validpref", help="comma-separated valid file prefixes")
     fair.add_argument("--testpref", help="comma-separated test file prefixes")
     fair.add_argument("--destdir", default="data-bin")
-    fair.add_argument("--workers", type=int, default=1)
+    fair.add_argument("--workers", type=positive, default=1)
     fair.add_argument("--joined-dictionary", action="store_true")
     fair.add_argument("--srcdict")
     fair.add_argument("--tgtdict")
-    fair.add_argument("--thresholdsrc", type=int, default=0)
-    fair.add_argument("--thresholdtgt", type=int, default=0)
-    fair.add_argument("--nwordssrc", type=int, default=-1)
-    fair.add_argument("--nwordstgt", type=int, default=-1)
+    fair.add_argument("--thresholdsrc", type=non_negative, default=0)
+    fair.add_argument("--thresholdtgt", type=non_negative, default=0)
+    fair.add_argument("--nwordssrc", type=at_least(-1), default=-1)
+    fair.add_argument("--nwordstgt", type=at_least(-1), default=-1)
 
     syn = parser.add_argument_group("syntax stages")
     syn.add_argument("--pretokenized", action="store_true", help="keep whitespace tokens exactly")
@@ -77,7 +79,7 @@ def get_parser() -> argparse.ArgumentParser:
         default=",".join(DEFAULT_DISABLED),
         help="comma-separated spaCy components to disable (default: those not needed for trees)",
     )
-    syn.add_argument("--parse-batch-size", type=int, default=512)
+    syn.add_argument("--parse-batch-size", type=positive, default=512)
     syn.add_argument(
         "--external-parse",
         choices=["conllu"],
@@ -85,7 +87,7 @@ def get_parser() -> argparse.ArgumentParser:
     )
     syn.add_argument("--pos-column", choices=["upos", "xpos"], default="upos",
                      help="universal POS (spaCy pos_) or language-specific tags (spaCy tag_)")
-    syn.add_argument("--bpe-symbols", type=int, help="learn this many joint BPE merges on train")
+    syn.add_argument("--bpe-symbols", type=positive, help="learn this many joint BPE merges on train")
     syn.add_argument("--bpe-codes", help="apply these subword-nmt codes instead of learning")
     syn.add_argument("--no-bpe", action="store_true",
                      help="keep whole words (word-level vocabulary, as paper 000 on ASPEC)")
@@ -93,10 +95,11 @@ def get_parser() -> argparse.ArgumentParser:
                      help="rule projecting word trees onto BPE pieces (see preprocess/projection.py)")
     syn.add_argument("--labeldict", help="reuse a dict.SRC.deplabel.txt")
     syn.add_argument("--posdict", help="reuse a dict.SRC.pos.txt")
-    syn.add_argument("--max-len", type=int, default=0, help="longest line in tokens (0: no limit)")
+    syn.add_argument("--max-len", type=non_negative, default=0, help="longest line in tokens (0: no limit)")
     syn.add_argument("--max-len-action", choices=["error", "skip"], default="error",
                      help="error on a longer line, or skip the pair (counted in the summary)")
-    syn.add_argument("--overwrite", action="store_true", help="replace an existing --destdir")
+    syn.add_argument("--overwrite", action="store_true",
+                     help="replace an existing --destdir, only if it is a data-bin made by this pipeline")
     return parser
 
 
@@ -111,11 +114,6 @@ def _split_prefixes(args) -> List[Tuple[str, str]]:
     return splits
 
 
-def _read_lines(path: str) -> List[str]:
-    if not os.path.exists(path):
-        raise InputError(path, None, "file not found")
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n").rstrip("\r") for line in handle]
 
 
 class StageClock:
@@ -144,9 +142,20 @@ class Split:
         self.skipped_lines: List[int] = []
         self.unfiltered_src_tokens: Optional[List[List[str]]] = None  # with --max-len-action skip
 
+    def line_of(self, index: int) -> int:
+        """The 1-based line of the input file that kept sentence ``index`` comes from."""
+        for skipped in self.skipped_lines:  # ascending
+            if skipped <= index + 1:
+                index += 1
+        return index + 1
+
 
 def read_and_tokenize(split: Split, args) -> None:
-    src_lines, tgt_lines = _read_lines(split.src_path), _read_lines(split.tgt_path)
+    src_lines = read_lines(split.src_path, f"{split.name} source file")
+    tgt_lines = read_lines(split.tgt_path, f"{split.name} target file")
+    for path, lines in ((split.src_path, src_lines), (split.tgt_path, tgt_lines)):
+        if not lines:
+            raise InputError(path, None, f"is empty: the {split.name} split needs at least one line")
     if len(src_lines) != len(tgt_lines):
         shorter = split.src_path if len(src_lines) < len(tgt_lines) else split.tgt_path
         raise InputError(
@@ -156,14 +165,19 @@ def read_and_tokenize(split: Split, args) -> None:
             f"{split.tgt_path} has {len(tgt_lines)}",
         )
     for path, lines in ((split.src_path, src_lines), (split.tgt_path, tgt_lines)):
-        empty = next((i for i, line in enumerate(lines) if not line.strip()), None)
-        if empty is not None:
-            raise InputError(path, empty + 1, "empty line: every line must hold a sentence")
+        nonempty_lines(path, lines)
     with tqdm(total=2, desc=f"tokenize {split.name}", unit="side", disable=None) as bar:
         split.src_tokens = tokenize_lines(src_lines, args.source_lang, args.pretokenized, args.workers)
         bar.update()
         split.tgt_tokens = tokenize_lines(tgt_lines, args.target_lang, args.pretokenized, args.workers)
         bar.update()
+    for path, lines in ((split.src_path, split.src_tokens), (split.tgt_path, split.tgt_tokens)):
+        empty = next((i for i, tokens in enumerate(lines) if not tokens), None)
+        if empty is not None:
+            raise InputError(
+                path, empty + 1,
+                "no tokens after tokenization (only control or invisible characters): every line must hold a sentence",
+            )
     if args.max_len > 0:
         too_long = [
             i for i, (s, t) in enumerate(zip(split.src_tokens, split.tgt_tokens))
@@ -175,6 +189,11 @@ def read_and_tokenize(split: Split, args) -> None:
             length = max(len(split.src_tokens[i]), len(split.tgt_tokens[i]))
             raise InputError(path, i + 1, f"line has {length} tokens, more than --max-len {args.max_len}")
         split.skipped_lines = [i + 1 for i in too_long]
+        if len(too_long) == len(split.src_tokens):
+            raise InputError(
+                split.src_path, None,
+                f"every line of the {split.name} split is longer than --max-len {args.max_len}: nothing is left",
+            )
         if too_long:
             skip = set(too_long)
             split.unfiltered_src_tokens = split.src_tokens
@@ -187,8 +206,6 @@ def parse_split(split: Split, args, nlp) -> float:
     start = time.perf_counter()
     if args.external_parse == "conllu":
         conllu_path = f"{split.prefix}.{args.source_lang}.conllu"
-        if not os.path.exists(conllu_path):
-            raise InputError(conllu_path, None, "file not found (expected with --external-parse conllu)")
         # the external parse covers every line, the skipped ones too
         lines = split.unfiltered_src_tokens or split.src_tokens
         trees = trees_for_lines(conllu_path, lines, split.src_path, args.pos_column)
@@ -243,129 +260,165 @@ def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
         os.remove(log)  # holds temporary paths; the summary is printed instead
 
 
-def run(args) -> Dict[str, object]:
-    """Run every stage; returns the summary."""
-    if not args.trainpref and not (args.srcdict and (args.bpe_codes)):
-        raise SystemExit("without --trainpref, give --srcdict/--tgtdict and --bpe-codes")
+def check_args(args, splits: List[Split]) -> None:
+    """Everything that can be checked before the expensive work starts (see ``fileio``, ``destdir``)."""
+    if not args.trainpref and not (args.srcdict and (args.bpe_codes or args.no_bpe)):
+        raise UsageError("without --trainpref, give --srcdict/--tgtdict and --bpe-codes (or --no-bpe)")
+    if not splits:
+        raise UsageError("give at least one of --trainpref, --validpref, --testpref")
     if args.external_parse is None and not args.parser:
-        raise SystemExit("give --parser (a spaCy pipeline) or --external-parse conllu")
+        raise UsageError("give --parser (a spaCy pipeline) or --external-parse conllu")
+    if args.external_parse is not None and args.parser:
+        raise UsageError("give either --parser or --external-parse conllu, not both")
+    if args.no_bpe and args.bpe_codes:
+        raise UsageError("--no-bpe keeps whole words: drop --bpe-codes, or drop --no-bpe to apply the codes")
+    if args.no_bpe and args.bpe_symbols:
+        logger.warning("--no-bpe keeps whole words: --bpe-symbols is ignored")
     if not args.no_bpe and not args.bpe_codes and not args.bpe_symbols:
-        raise SystemExit("give --bpe-symbols N (learn codes on train), --bpe-codes FILE or --no-bpe")
+        raise UsageError("give --bpe-symbols N (learn codes on train), --bpe-codes FILE or --no-bpe")
     if not args.no_bpe and not args.bpe_codes and not args.trainpref:
-        raise SystemExit("--bpe-symbols learns on train: give --trainpref")
-    if args.bpe_codes and not os.path.isfile(args.bpe_codes):
-        raise InputError(args.bpe_codes, None, "BPE codes file not found")
-    destdir = os.path.abspath(args.destdir)
-    if os.path.exists(destdir) and os.listdir(destdir) and not args.overwrite:
-        raise SystemExit(f"{destdir} exists and is not empty: pass --overwrite to replace it")
+        raise UsageError("--bpe-symbols learns on train: give --trainpref")
+    if args.bpe_codes:
+        check_bpe_codes(args.bpe_codes)
+    for flag, path, what in (("--srcdict", args.srcdict, "dictionary"), ("--tgtdict", args.tgtdict, "dictionary"),
+                             ("--labeldict", args.labeldict, "label dictionary"),
+                             ("--posdict", args.posdict, "POS dictionary")):
+        if path:
+            check_dictionary_file(path, what)
+    if args.labeldict and not args.no_bpe:
+        symbols = {line.split(" ")[0] for line in read_lines(args.labeldict)}
+        if SUBWORD_LABEL not in symbols:
+            raise InputError(args.labeldict, None, f"has no {SUBWORD_LABEL} label, which BPE pieces need")
+    names = set()
+    for split in splits:
+        if split.name in names:
+            raise UsageError(f"split {split.name} is given twice")
+        names.add(split.name)
+        check_input_file(split.src_path, f"{split.name} source file")
+        check_input_file(split.tgt_path, f"{split.name} target file")
+        if args.external_parse == "conllu":
+            check_input_file(f"{split.prefix}.{args.source_lang}.conllu",
+                             "CoNLL-U parse (expected with --external-parse conllu)")
+    inputs = [p for s in splits for p in (s.src_path, s.tgt_path)]
+    inputs += [p for p in (args.bpe_codes, args.srcdict, args.tgtdict, args.labeldict, args.posdict) if p]
+    if args.external_parse == "conllu":
+        inputs += [f"{s.prefix}.{args.source_lang}.conllu" for s in splits]
+    check_destdir(args.destdir, args.overwrite, inputs)
 
+
+def run(args) -> Dict[str, object]:
+    """Run every stage; returns the summary. Nothing is written to ``--destdir`` unless all succeed."""
     src, tgt = args.source_lang, args.target_lang
     splits = [Split(name, prefix, src, tgt) for name, prefix in _split_prefixes(args)]
-    if not splits:
-        raise SystemExit("give at least one of --trainpref, --validpref, --testpref")
-    start = time.perf_counter()
-    stages = StageClock()
-    for split in splits:
-        read_and_tokenize(split, args)
-    stages.lap("tokenize")
+    check_args(args, splits)
+    destdir = os.path.abspath(args.destdir)
 
     nlp = None
     parser_meta: Dict[str, str] = {"parser": "conllu"}
-    if args.external_parse is None:
+    if args.external_parse is None:  # loaded first: an unknown pipeline fails before any work
         disable = [c for c in args.parser_disable.split(",") if c]
         nlp = load_pipeline(args.parser, disable)
         parser_meta = pipeline_metadata(nlp)
         parser_meta["name"] = args.parser
 
-    parent = os.path.dirname(destdir) or "."
-    os.makedirs(parent, exist_ok=True)
-    out = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.tmp-", dir=parent)
-    work = tempfile.mkdtemp(prefix="fairseq-syntax-")
+    start = time.perf_counter()
+    stages = StageClock()
+    out = make_temp_dir(destdir)
+    work = os.path.join(out, ".work")
     text_chain = None
-    try:
-        # BPE and fairseq's binarization need no parse: they run in a forked process while
-        # the parser works (parsing dominates; see benchmarks/pipeline_vs_spacy.py)
-        text_chain = TextChain(args, splits, work, out)
-        text_chain.start()
-        parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
-        stages.lap("parse")
-        stages.seconds.update(text_chain.join())
-        stages.lap("wait_bpe_and_binarize")
-        for split in splits:
-            split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
+    with removed_on_failure(out):
+        try:
+            os.mkdir(work)
+            for split in splits:
+                read_and_tokenize(split, args)
+            stages.lap("tokenize")
+            # BPE and fairseq's binarization need no parse: they run in a forked process while
+            # the parser works (parsing dominates; see benchmarks/pipeline_vs_spacy.py)
+            text_chain = TextChain(args, splits, work, out)
+            text_chain.start()
+            parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
+            stages.lap("parse")
+            stages.seconds.update(text_chain.join())
+            stages.lap("wait_bpe_and_binarize")
+            for split in splits:
+                split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
 
-        piece_trees = {
-            split.name: [
-                project(tree, pieces, args.projection)
-                for tree, pieces in tqdm(
-                    zip(split.trees, split.src_pieces), total=len(split.trees),
-                    desc=f"project {split.name}", unit="sent", disable=None,
-                )
-            ]
-            for split in splits
-        }
-        stages.lap("project")
+            piece_trees = {
+                split.name: [
+                    _project(tree, pieces, args.projection, split, i)
+                    for i, (tree, pieces) in enumerate(tqdm(
+                        zip(split.trees, split.src_pieces), total=len(split.trees),
+                        desc=f"project {split.name}", unit="sent", disable=None,
+                    ))
+                ]
+                for split in splits
+            }
+            stages.lap("project")
 
-        dictionaries = {}
-        for stream, reuse, field in ((LABEL, args.labeldict, "labels"), (POS, args.posdict, "pos")):
-            if reuse:
-                dictionaries[stream] = _load_dictionary(reuse)
-            else:
-                train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
-                reserved = [SUBWORD_LABEL] if stream == LABEL else []
-                dictionaries[stream] = build_tag_dictionary(
-                    (getattr(t, field) for t in train_trees), reserved
-                )
-            dictionaries[stream].save(dictionary_path(out, src, stream))
+            dictionaries = {}
+            for stream, reuse, field in ((LABEL, args.labeldict, "labels"), (POS, args.posdict, "pos")):
+                if reuse:
+                    dictionaries[stream] = _load_dictionary(reuse)
+                else:
+                    train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
+                    reserved = [SUBWORD_LABEL] if stream == LABEL else []
+                    dictionaries[stream] = build_tag_dictionary(
+                        (getattr(t, field) for t in train_trees), reserved
+                    )
+                dictionaries[stream].save(dictionary_path(out, src, stream))
 
-        unknown = {LABEL: 0, POS: 0}
-        for split in splits:
-            prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in STREAMS}
-            counts = write_streams(prefixes, piece_trees[split.name], dictionaries)
-            for key in unknown:
-                unknown[key] += counts[key]
-            with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
-                for i, tree in enumerate(piece_trees[split.name], start=1):
-                    handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", args.pos_column))
-        stages.lap("side_files")
+            unknown = {LABEL: 0, POS: 0}
+            for split in splits:
+                prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in STREAMS}
+                counts = write_streams(prefixes, piece_trees[split.name], dictionaries)
+                for key in unknown:
+                    unknown[key] += counts[key]
+                with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
+                    for i, tree in enumerate(piece_trees[split.name], start=1):
+                        handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", args.pos_column))
+            stages.lap("side_files")
 
-        summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
-        summary["stage_seconds"] = stages.seconds
-        metadata = {
-            "format_version": FORMAT_VERSION,
-            "source_lang": src,
-            "target_lang": tgt,
-            "parsed_langs": {src: list(STREAMS)},
-            "tokenizer": {"name": "none" if args.pretokenized else "moses",
-                          "moses_aggressive_dash_splits": True, "moses_escape": True},
-            "parser": parser_meta,
-            "pos_column": args.pos_column,
-            "bpe": {"name": "none"} if args.no_bpe else {
-                "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
-                "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
-            "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
-            "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
-            "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
-        }
-        with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
-            json.dump(metadata, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-
-        if os.path.exists(destdir):
-            old = destdir + ".old-" + os.path.basename(out)
-            os.rename(destdir, old)
-            os.rename(out, destdir)
-            shutil.rmtree(old)
-        else:
-            os.rename(out, destdir)
-    except BaseException:
-        if text_chain is not None:
-            text_chain.stop()
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
+            summary["stage_seconds"] = stages.seconds
+            metadata = {
+                PRODUCER_KEY: PRODUCER,
+                "format_version": FORMAT_VERSION,
+                "source_lang": src,
+                "target_lang": tgt,
+                "parsed_langs": {src: list(STREAMS)},
+                "tokenizer": {"name": "none" if args.pretokenized else "moses",
+                              "moses_aggressive_dash_splits": True, "moses_escape": True},
+                "parser": parser_meta,
+                "pos_column": args.pos_column,
+                "bpe": {"name": "none"} if args.no_bpe else {
+                    "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
+                    "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
+                "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
+                "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
+                "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
+            }
+            with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
+                json.dump(metadata, handle, indent=2, sort_keys=True)
+                handle.write("\n")
+            shutil.rmtree(work)
+            with signals_deferred():
+                move_into_place(out, destdir)
+        except BaseException:
+            if text_chain is not None:
+                text_chain.stop()
+            raise
     return summary
+
+
+def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int) -> WordTree:
+    try:
+        return project(tree, pieces, rule)
+    except ValueError as error:  # BPE changed the words: codes that do not fit this text
+        raise InputError(split.src_path, split.line_of(index), f"cannot project the parse onto the BPE pieces: {error}") from None
+
+
+class StageError(UserError):
+    """A stage that failed in its own process; the message carries its error."""
 
 
 class TextChain:
@@ -416,17 +469,21 @@ class TextChain:
 
     def join(self) -> Dict[str, float]:
         self.process.join()
+        if self.process.exitcode is not None and self.process.exitcode < 0:
+            raise StageError(f"the BPE/binarization process was killed by signal {-self.process.exitcode} "
+                             "(out of memory, or killed by hand)")
         if not os.path.exists(self.report):
-            raise RuntimeError(f"the BPE/binarization process died (exit code {self.process.exitcode})")
+            raise StageError(f"the BPE/binarization process died (exit code {self.process.exitcode}; "
+                             "killed for memory?)")
         with open(self.report, encoding="utf-8") as handle:
             result = json.load(handle)
         if "error" in result:
-            raise RuntimeError(f"BPE/binarization failed: {result['error']}")
+            raise StageError(f"BPE/binarization failed: {result['error']}")
         return result["seconds"]
 
     def stop(self) -> None:
         if self.process is not None and self.process.is_alive():
-            self.process.terminate()
+            self.process.kill()  # its output is discarded with the temporary folder
             self.process.join()
 
 
@@ -462,11 +519,17 @@ def _summary(splits, piece_trees, parse_seconds, total_seconds, unknown) -> Dict
 def cli_main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stderr)
     args = get_parser().parse_args(argv)
+    handle_termination()
     try:
         summary = run(args)
-    except InputError as error:
+    except UserError as error:
         print(f"fairseq-syntax-preprocess: error: {error}", file=sys.stderr)
         sys.exit(1)
+    except OSError as error:  # disk full, permissions: the message names the file
+        print(f"fairseq-syntax-preprocess: error: {error}; nothing was written to "
+              f"{os.path.abspath(args.destdir)}", file=sys.stderr)
+        sys.exit(1)
+
     print(f"fairseq-syntax-preprocess: wrote {os.path.abspath(args.destdir)}")
     width = max(len(k) for k in summary)
     for key, value in summary.items():

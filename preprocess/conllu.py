@@ -5,11 +5,19 @@ line; word lines have 10 tab-separated columns; ``ID`` is an integer (a syntacti
 a range ``a-b`` (a multiword token, whose FORM is the surface token) or a decimal ``a.b``
 (an empty node of the enhanced graph, ignored for the basic tree).
 
+Integers are read strictly, as the format defines them: ASCII digits without sign, underscore
+or leading zero (Python's ``int`` would also take ``+3``, ``1_0`` and full-width digits).
+DEPREL and the POS column read must be labels: not empty, no white space, not one of the
+symbols the dictionaries reserve (``<pad>``, ``</s>``, ...), which would be stored as padding
+or end of sentence.
+
 The MT tokens are surface tokens, so a multiword token becomes one token: its head,
 label and POS are those of the word of the range whose head lies outside the range
 (the first such word if several do); heads of the other words are remapped to the token.
 """
 
+import io
+import re
 from typing import Iterator, List, Optional, TextIO, Tuple
 
 import numpy as np
@@ -17,16 +25,28 @@ import numpy as np
 from fairseq_syntax.trees import TreeError, validate_heads
 
 from .errors import InputError
-from .word_tree import WordTree
+from .fileio import check_input_file, decode_utf8
+from .word_tree import WordTree, tag_problem
 
 POS_COLUMNS = {"upos": 3, "xpos": 4}
+_NATURAL = re.compile(r"(0|[1-9][0-9]*)\Z", re.ASCII)
+_RANGE = re.compile(r"[1-9][0-9]*-[1-9][0-9]*\Z", re.ASCII)
+_EMPTY_NODE = re.compile(r"(0|[1-9][0-9]*)\.[1-9][0-9]*\Z", re.ASCII)
 
 
 def _parse_int(value: str, path: str, line_no: int, column: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise InputError(path, line_no, f"{column} must be an integer, found {value!r}") from None
+    if not _NATURAL.match(value):
+        raise InputError(
+            path, line_no, f"{column} must be a whole number in ASCII digits (0, 1, 2, ...), found {value!r}"
+        )
+    return int(value)
+
+
+def _check_tag(value: str, path: str, line_no: int, column: str) -> str:
+    problem = tag_problem(value)
+    if problem is not None:
+        raise InputError(path, line_no, f"{column} {problem}; expected a label")
+    return value
 
 
 def read_conllu(handle: TextIO, path: str, pos_column: str = "upos") -> Iterator[Tuple[int, WordTree]]:
@@ -58,8 +78,13 @@ def _sentence_to_tree(rows: List[Tuple[int, List[str]]], path: str, pos_index: i
     ranges: List[Tuple[int, int, str, int]] = []  # (first id, last id, surface form, line)
     for line_no, columns in rows:
         word_id = columns[0]
-        if "." in word_id:
+        if _EMPTY_NODE.match(word_id):
             continue  # empty node: enhanced graph only
+        if not (_RANGE.match(word_id) or _NATURAL.match(word_id)):
+            raise InputError(
+                path, line_no,
+                f"ID must be a word number (1, 2, ...), a range (1-2) or an empty node (1.1), found {word_id!r}",
+            )
         if "-" in word_id:
             first, _, last = word_id.partition("-")
             a = _parse_int(first, path, line_no, "ID range start")
@@ -81,6 +106,8 @@ def _sentence_to_tree(rows: List[Tuple[int, List[str]]], path: str, pos_index: i
         if head < 0 or head > n:
             raise InputError(path, line_no, f"HEAD {head} is outside 0..{n} (the sentence has {n} words)")
         heads[i] = head
+        _check_tag(columns[7], path, line_no, "DEPREL")
+        _check_tag(columns[pos_index], path, line_no, "UPOS" if pos_index == 3 else "XPOS")
     try:
         validate_heads(heads)
     except TreeError as error:
@@ -151,7 +178,10 @@ def trees_for_lines(
     """
     from .tokenize import parser_view
 
-    with open(conllu_path, encoding="utf-8") as handle:
+    check_input_file(conllu_path, "CoNLL-U parse")
+    with open(conllu_path, "rb") as raw:
+        text = decode_utf8(raw.read(), conllu_path)
+    with io.StringIO(text.lstrip("\ufeff"), newline="\n") as handle:
         sentences = read_conllu(handle, conllu_path, pos_column)
         for text_line, tokens in enumerate(token_lines, start=1):
             parts: List[WordTree] = []

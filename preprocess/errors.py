@@ -1,9 +1,23 @@
-"""Errors raised by the preprocessing pipeline: every one names a file and a line."""
+"""Errors that reach the user as one clear line: every one names a file (and a line where there is one).
+
+The hierarchy is shared by the pipeline and the plugin (this module imports nothing), so
+that every command, ours or fairseq's with ``--user-dir fairseq_syntax``, prints these as
+``PROG: error: FILE:LINE: what was expected`` instead of a traceback
+(:func:`fairseq_syntax_preprocess.interrupts.install_error_hook`).
+"""
 
 from typing import Optional
 
 
-class InputError(ValueError):
+class UserError(Exception):
+    """An error the user can fix from its message alone; printed without a traceback."""
+
+
+class UsageError(UserError):
+    """Bad command-line arguments, found before any expensive work starts."""
+
+
+class InputError(UserError, ValueError):
     """Bad input: names the file, the 1-based line and what was expected."""
 
     def __init__(self, path: str, line: Optional[int], message: str) -> None:
@@ -12,3 +26,11 @@ class InputError(ValueError):
         self.path = path
         self.line = line
         self.message = message
+
+
+class DataBinError(InputError):
+    """A data-bin file that is missing, damaged, or belongs to another data-bin."""
+
+
+class CheckpointError(InputError):
+    """A checkpoint file that cannot be read as one written by fairseq-train."""

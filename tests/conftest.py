@@ -24,6 +24,36 @@ sys.modules["fairseq_syntax_preprocess"] = _module
 _spec.loader.exec_module(_module)
 
 
+def write(path, text: str) -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return str(path)
+
+
+#: a three-line corpus with a hand-made parse, for runs of the pipeline that need no parser
+SRC = ["The dog runs .", "A cat sleeps on the mat .", "Birds sing ."]
+TGT = ["Der Hund rennt .", "Eine Katze schläft auf der Matte .", "Vögel singen ."]
+
+
+def conllu_for(lines) -> str:
+    """A CoNLL-U parse of whitespace-tokenized lines: every word attaches to the second."""
+    out = []
+    for line in lines:
+        words = line.split()
+        rows = [f"{i}\t{w}\t_\tX\t_\t_\t{0 if i == 2 else 2}\t{'root' if i == 2 else 'dep'}\t_\t_"
+                for i, w in enumerate(words, start=1)]
+        out.append("\n".join(rows) + "\n\n")
+    return "".join(out)
+
+
+def corpus(tmp_path, src=SRC, tgt=TGT, conllu=None) -> str:
+    """``train.{en,de}`` and ``train.en.conllu`` under ``tmp_path``; returns the prefix."""
+    write(tmp_path / "train.en", "\n".join(src) + "\n")
+    write(tmp_path / "train.de", "\n".join(tgt) + "\n")
+    write(tmp_path / "train.en.conllu", conllu if conllu is not None else conllu_for(src))
+    return str(tmp_path / "train")
+
+
 def multi30k_slice(out_dir: str, sizes=None) -> str:
     """Write the first lines of Multi30k en-de splits under ``out_dir``; returns the prefix dir."""
     if not os.path.isdir(SHARED_DATA):
@@ -37,6 +67,18 @@ def multi30k_slice(out_dir: str, sizes=None) -> str:
             with open(os.path.join(out_dir, f"{names[split]}.{lang}"), "w", encoding="utf-8") as out:
                 out.writelines(lines)
     return out_dir
+
+
+def syntax_task(data_bin):
+    """The syntax_translation task set up on a data-bin, as fairseq-train would."""
+    import fairseq_syntax  # noqa: F401  (registers the task)
+    from fairseq_syntax.tasks.syntax_translation import SyntaxTranslationConfig, SyntaxTranslationTask
+
+    cfg = SyntaxTranslationConfig(
+        _name="syntax_translation", data=str(data_bin), source_lang="en", target_lang="de",
+        train_subset="train", dataset_impl="mmap", required_seq_len_multiple=1,
+    )
+    return SyntaxTranslationTask.setup_task(cfg)
 
 
 def spacy_model() -> str:

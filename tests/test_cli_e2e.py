@@ -145,3 +145,64 @@ def test_transformer_pascal_trains_and_generates(outside):
 def test_transformer_structural_trains_and_generates(outside):
     checkpoint = train(outside, "transformer_structural", "ckpt_structural")
     generate(outside, checkpoint)
+
+
+# ------------------------------------------------- raw text decodes as preprocessing did
+SAMPLE = os.path.join(REPO, "examples", "sample")
+#: words whose letters the sample's train set never shows: pieces missing from the dictionary
+ODD = ["The ſkier in a çhic coat is reading a book.", "Zwölf Ölbäume stand in the park.", "A dog runs."]
+
+
+@pytest.fixture(scope="module")
+def sample_model(tmp_path_factory):
+    """A tiny transformer_dep trained on the embedded sample; its test set has unknown pieces."""
+    model = spacy_model()
+    work = tmp_path_factory.mktemp("sample_run")
+    for lang in ("en", "de"):
+        shutil.copy(os.path.join(SAMPLE, f"train.{lang}"), work / f"train.{lang}")
+        with open(os.path.join(SAMPLE, f"test.{lang}"), encoding="utf-8") as handle:
+            lines = [next(handle) for _ in range(12)]
+        extra = ODD if lang == "en" else ["Ein Satz ."] * len(ODD)
+        (work / f"test.{lang}").write_text("".join(lines) + "\n".join(extra) + "\n", encoding="utf-8")
+    call([tool("fairseq-syntax-preprocess"), "-s", "en", "-t", "de", "--trainpref", "train", "--testpref", "test",
+          "--destdir", "data-bin", "--parser", model, "--bpe-symbols", "300", "--joined-dictionary"], cwd=work)
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          "--arch", "transformer_dep", *TINY, "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000",
+          "--max-update", "30", "--save-dir", "ckpt", "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1",
+          "--valid-subset", "test"], cwd=work)
+    return work
+
+
+def _hypotheses(stdout):
+    return {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in stdout.splitlines() if l.startswith("H-")}
+
+
+def _interactive(work, text, *extra):
+    return call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                 "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--source-lang", "en", "--target-lang",
+                 "de", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes",
+                 "--beam", "2", "--max-len-b", "12", *extra], cwd=work, stdin=text)
+
+
+def test_interactive_parses_the_users_text_as_preprocessing_did(sample_model):
+    """Same checkpoint, same sentences: fairseq-generate (preprocessed parse) and fairseq-interactive
+    (raw text parsed on the fly) give the same hypotheses, unknown pieces included."""
+    work = sample_model
+    generated = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                      "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--gen-subset", "test",
+                      "--beam", "2", "--max-len-b", "12", "--batch-size", "1"], cwd=work)
+    assert "<unk>" in generated.stdout  # the odd lines do reach the model with unknown pieces
+    raw = (work / "test.en").read_text(encoding="utf-8")
+    interactive = _interactive(work, raw, "--batch-size", "1")
+    assert _hypotheses(interactive.stdout) == _hypotheses(generated.stdout)
+
+
+def test_interactive_translates_every_line_around_empty_ones(sample_model):
+    work = sample_model
+    lines = ["A dog runs.", "", "   ", "\x01\x02", "Two women are buying a kite.", "\ufeffA dog runs."]
+    alone = _hypotheses(_interactive(work, "A dog runs.\nTwo women are buying a kite.\n").stdout)
+    result = _interactive(work, "\n".join(lines) + "\n", "--buffer-size", "4", "--batch-size", "4")
+    hypotheses = _hypotheses(result.stdout)
+    assert sorted(hypotheses) == list(range(len(lines))), result.stdout[-2000:]
+    assert hypotheses[0] == hypotheses[5] == alone[0]  # a byte-order mark is not a word
+    assert hypotheses[4] == alone[1]

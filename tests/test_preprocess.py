@@ -15,7 +15,7 @@ from fairseq_syntax_preprocess.projection import SUBWORD_LABEL, project
 from fairseq_syntax_preprocess.tokenize import parser_view, tokenize_line
 from fairseq_syntax_preprocess.word_tree import WordTree
 
-from .conftest import spacy_model
+from .conftest import SRC, TGT, conllu_for, corpus, spacy_model, write
 
 
 def omote_tree() -> WordTree:
@@ -114,7 +114,7 @@ def test_conllu_roundtrip():
     "row, message",
     [
         ("1\tA\t_\tDET\t_\t_\t2\tdet\t_", "expected 10 tab-separated"),
-        ("1\tA\t_\tDET\t_\t_\tx\tdet\t_\t_", "HEAD must be an integer"),
+        ("1\tA\t_\tDET\t_\t_\tx\tdet\t_\t_", "HEAD must be a whole number"),
         ("1\tA\t_\tDET\t_\t_\t7\tdet\t_\t_", "HEAD 7 is outside 0..2"),
     ],
 )
@@ -134,58 +134,31 @@ def test_conllu_cycle_and_no_root():
         list(read_conllu(io.StringIO(no_root), "bad.conllu"))
 
 
-def _write(path, text):
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return str(path)
-
-
 def test_conllu_sentences_joined_to_cover_a_line(tmp_path):
     """A parser that splits a line into two sentences: the line keeps both roots."""
     two = ("1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n2\t.\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n"
            "1\tStop\t_\tVERB\t_\t_\t0\troot\t_\t_\n2\t.\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
-    path = _write(tmp_path / "x.conllu", two)
+    path = write(tmp_path / "x.conllu", two)
     [tree] = list(trees_for_lines(path, [["Run", ".", "Stop", "."]], "x.en"))
     assert tree.heads.tolist() == [0, 1, 0, 3] and tree.num_roots == 2
 
 
 def test_conllu_words_differ_from_text(tmp_path):
-    path = _write(tmp_path / "x.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n2\t!\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
+    path = write(tmp_path / "x.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n2\t!\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n\n")
     with pytest.raises(InputError, match=r"x.conllu:1: parse words differ from x.en line 1: token 2 is '!'"):
         list(trees_for_lines(path, [["Run", "."]], "x.en"))
 
 
 def test_conllu_count_mismatch(tmp_path):
-    path = _write(tmp_path / "x.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+    path = write(tmp_path / "x.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n")
     with pytest.raises(InputError, match="ends before line 2"):
         list(trees_for_lines(path, [["Run"], ["Stop"]], "x.en"))
-    path = _write(tmp_path / "y.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n1\tGo\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+    path = write(tmp_path / "y.conllu", "1\tRun\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n1\tGo\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n")
     with pytest.raises(InputError, match="y.conllu:3: the parse has more sentences"):
         list(trees_for_lines(path, [["Run"]], "x.en"))
 
 
 # ------------------------------------------------------------ the whole command
-SRC = ["The dog runs .", "A cat sleeps on the mat .", "Birds sing ."]
-TGT = ["Der Hund rennt .", "Eine Katze schläft auf der Matte .", "Vögel singen ."]
-
-
-def _conllu_for(lines):
-    out = []
-    for line in lines:
-        words = line.split()
-        rows = [f"{i}\t{w}\t_\tX\t_\t_\t{0 if i == 2 else 2}\t{'root' if i == 2 else 'dep'}\t_\t_"
-                for i, w in enumerate(words, start=1)]
-        out.append("\n".join(rows) + "\n\n")
-    return "".join(out)
-
-
-def _corpus(tmp_path, src=SRC, tgt=TGT, conllu=None):
-    _write(tmp_path / "train.en", "\n".join(src) + "\n")
-    _write(tmp_path / "train.de", "\n".join(tgt) + "\n")
-    _write(tmp_path / "train.en.conllu", conllu if conllu is not None else _conllu_for(src))
-    return str(tmp_path / "train")
-
-
 def _args(prefix, destdir, *extra):
     return get_parser().parse_args(
         ["-s", "en", "-t", "de", "--trainpref", prefix, "--destdir", str(destdir), "--pretokenized",
@@ -195,7 +168,7 @@ def _args(prefix, destdir, *extra):
 
 def test_external_parse_end_to_end(tmp_path):
     destdir = tmp_path / "bin"
-    summary = run(_args(_corpus(tmp_path), destdir))
+    summary = run(_args(corpus(tmp_path), destdir))
     assert summary["sentences"] == 3
     for name in ("dict.en.txt", "dict.en.deplabel.txt", "dict.en.pos.txt", "bpe.codes", "syntax.json",
                  "train.en-de.en.head.bin", "train.en-de.en.head.idx", "train.en-de.en.conllu"):
@@ -208,7 +181,7 @@ def test_word_level_without_bpe(tmp_path):
     import json
 
     destdir = tmp_path / "bin"
-    args = _args(_corpus(tmp_path), destdir, "--no-bpe")
+    args = _args(corpus(tmp_path), destdir, "--no-bpe")
     run(args)
     assert json.loads((destdir / "syntax.json").read_text())["bpe"] == {"name": "none"}
     assert not (destdir / "bpe.codes").exists()
@@ -224,7 +197,7 @@ def test_word_level_without_bpe(tmp_path):
     ],
 )
 def test_bad_text_names_file_and_line(tmp_path, src, tgt, message):
-    prefix = _corpus(tmp_path, src, tgt, conllu=_conllu_for([s for s in src if s]))
+    prefix = corpus(tmp_path, src, tgt, conllu=conllu_for([s for s in src if s]))
     with pytest.raises(InputError, match=message):
         run(_args(prefix, tmp_path / "bin"))
     assert not (tmp_path / "bin").exists()
@@ -232,7 +205,7 @@ def test_bad_text_names_file_and_line(tmp_path, src, tgt, message):
 
 
 def test_max_len_error_and_counted_skip(tmp_path):
-    prefix = _corpus(tmp_path)
+    prefix = corpus(tmp_path)
     with pytest.raises(InputError, match=r"train.en:2: line has 7 tokens, more than --max-len 5"):
         run(_args(prefix, tmp_path / "bin", "--max-len", "5"))
     summary = run(_args(prefix, tmp_path / "bin", "--max-len", "5", "--max-len-action", "skip"))
@@ -240,11 +213,11 @@ def test_max_len_error_and_counted_skip(tmp_path):
 
 
 def test_failed_run_leaves_existing_destdir_untouched(tmp_path):
-    prefix = _corpus(tmp_path)
+    prefix = corpus(tmp_path)
     destdir = tmp_path / "bin"
     run(_args(prefix, destdir))
     before = {p: (destdir / p).read_bytes() for p in os.listdir(destdir)}
-    _write(tmp_path / "train.en.conllu", _conllu_for(SRC).replace("\t0\troot", "\t9\troot", 1))
+    write(tmp_path / "train.en.conllu", conllu_for(SRC).replace("\t0\troot", "\t9\troot", 1))
     with pytest.raises(InputError, match="HEAD 9 is outside"):
         run(_args(prefix, destdir, "--overwrite"))
     assert {p: (destdir / p).read_bytes() for p in os.listdir(destdir)} == before
@@ -256,8 +229,8 @@ def _digest(directory):
 
 def test_rerun_is_byte_identical_with_spacy(tmp_path):
     model = spacy_model()
-    _write(tmp_path / "train.en", "Two dogs play in the snow.\nA woman reads a newspaper. She smiles.\n")
-    _write(tmp_path / "train.de", "Zwei Hunde spielen im Schnee.\nEine Frau liest eine Zeitung. Sie lächelt.\n")
+    write(tmp_path / "train.en", "Two dogs play in the snow.\nA woman reads a newspaper. She smiles.\n")
+    write(tmp_path / "train.de", "Zwei Hunde spielen im Schnee.\nEine Frau liest eine Zeitung. Sie lächelt.\n")
     argv = ["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"), "--parser", model,
             "--bpe-symbols", "30", "--joined-dictionary"]
     first = run(get_parser().parse_args(argv + ["--destdir", str(tmp_path / "a")]))

@@ -8,15 +8,9 @@ import fairseq_syntax  # noqa: F401  (registers the task)
 from fairseq_syntax import trees
 from fairseq_syntax.data.syntax_dataset import SideFileError, check_streams
 from fairseq_syntax.data.syntax_features import FEATURES, append_eos, collate_features, sentence_features
-from fairseq_syntax.tasks.syntax_translation import SyntaxTranslationConfig, SyntaxTranslationTask
+from fairseq_syntax_preprocess.errors import DataBinError
 
-
-def setup_task(data_bin):
-    cfg = SyntaxTranslationConfig(
-        _name="syntax_translation", data=str(data_bin), source_lang="en", target_lang="de",
-        train_subset="train", dataset_impl="mmap", required_seq_len_multiple=1,
-    )
-    return SyntaxTranslationTask.setup_task(cfg)
+from .conftest import syntax_task as setup_task
 
 
 # ------------------------------------------------------------- features
@@ -118,12 +112,13 @@ def test_mismatched_side_file_is_refused(multi30k_bin, tmp_path):
     for ext in ("bin", "idx"):  # the valid parse beside the test text
         shutil.copy(copy / f"test.en-de.en.head.{ext}", copy / f"valid.en-de.en.head.{ext}")
     task = setup_task(copy)
-    with pytest.raises(SideFileError, match=r"split 'valid', sentence \d+: the head side-file has"):
+    with pytest.raises(DataBinError, match=r"valid\.en-de\.en\.\{head,deplabel,pos\}: split 'valid', sentence \d+: "
+                       r"the head side-file has .* do not match the source text"):
         task.load_dataset("valid")
 
 
 def test_not_a_syntax_data_bin(tmp_path):
     for lang in ("en", "de"):
         (tmp_path / f"dict.{lang}.txt").write_text("a 1\n")
-    with pytest.raises(FileNotFoundError, match="not a fairseq-syntax-preprocess data-bin"):
+    with pytest.raises(DataBinError, match=r"syntax\.json: not found: this is not a data-bin made by fairseq-syntax-preprocess"):
         setup_task(tmp_path)

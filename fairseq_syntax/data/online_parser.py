@@ -1,19 +1,73 @@
 """Parsing raw source text at inference, exactly as ``fairseq-syntax-preprocess`` did.
 
-``fairseq-interactive`` and the hub interface send batches of BPE ids with no side inputs.
-The words are recovered from the pieces (subword-nmt's ``@@`` joins), parsed with the spaCy
-pipeline recorded in the data-bin's ``syntax.json`` (or ``--syntax-parser``), projected onto
-the same pieces with the recorded rule, and turned into features by the same functions the
-dataset uses (:mod:`fairseq_syntax.data.syntax_features`).
+``fairseq-interactive`` and the hub interface hand the task batches of source ids with no
+side inputs. The parse must come from the text the user gave, not from the ids: a piece
+missing from the dictionary is ``<unk>`` there and has lost its ``@@``, so words rebuilt from
+ids can differ from the words preprocessing parsed (one unknown word becomes several
+``<unk>`` words, one a second root), and the same checkpoint would translate the same
+sentence differently in ``fairseq-generate`` and ``fairseq-interactive``.
+
+So the task keeps, for each line it encodes (``get_interactive_tokens_and_lengths`` for
+``fairseq-interactive``, :class:`~fairseq_syntax.hub.SyntaxHubInterface` for the hub), the
+tokenized and BPE-segmented text beside its ids (:class:`SourceTexts`). ``fairseq-interactive``
+then batches the ids in length order and calls ``inference_step`` with ids only: each row
+is matched back to its text by its ids, first in first out among equal rows (batches come in
+the order of the dataset's stable length sort, so equal rows keep their input order). The
+words are the text's pieces joined (subword-nmt's ``@@``), parsed with the spaCy pipeline
+recorded in the data-bin's ``syntax.json`` (or ``--syntax-parser``), projected onto exactly
+those pieces with the recorded rule, and turned into features by the functions the dataset
+uses (:mod:`fairseq_syntax.data.syntax_features`). A row with no text (a caller that bypasses
+both entry points) falls back to words rebuilt from the ids, with a warning.
 """
 
-from typing import Dict, Iterable, Optional
+import logging
+from collections import OrderedDict, deque
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import torch
 from fairseq.data import Dictionary
+from fairseq.tokenizer import tokenize_line
 from torch import Tensor
 
 from .syntax_features import append_eos, collate_features, pad_values_for, sentence_features
+
+logger = logging.getLogger(__name__)
+
+
+class SourceTexts:
+    """Encoded source text by its ids: what inference parses instead of dictionary symbols."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._texts: "OrderedDict[bytes, deque]" = OrderedDict()
+        self._count = 0
+
+    @staticmethod
+    def key(ids: Tensor) -> bytes:
+        return ids.detach().to("cpu", torch.int64).numpy().tobytes()
+
+    def clear(self) -> None:
+        self._texts.clear()
+        self._count = 0
+
+    def add(self, ids: Tensor, text: str) -> None:
+        self._texts.setdefault(self.key(ids), deque()).append(text)
+        self._count += 1
+        while self._count > self.capacity:  # texts encoded but never decoded
+            _, oldest = self._texts.popitem(last=False)
+            self._count -= len(oldest)
+
+    def take(self, src_tokens: Tensor, pad: int) -> List[Optional[str]]:
+        """The text of each row of a padded batch (None where none was kept), removing it."""
+        texts: List[Optional[str]] = []
+        for row in src_tokens.detach().cpu():
+            queue = self._texts.get(self.key(row[row.ne(pad)]))
+            if queue:
+                texts.append(queue.popleft())
+                self._count -= 1
+            else:
+                texts.append(None)
+        return texts
 
 
 class OnlineParser:
@@ -26,12 +80,13 @@ class OnlineParser:
         parser: Optional[str] = None,
         left_pad: bool = True,
     ) -> None:
+        from fairseq_syntax_preprocess.errors import UsageError
         from fairseq_syntax_preprocess.parse import load_pipeline
 
         recorded = metadata.get("parser", {})
         name = parser or recorded.get("name")
         if not name:
-            raise ValueError(
+            raise UsageError(
                 "this data-bin was made from an external parse (syntax.json records no spaCy "
                 "pipeline): give --syntax-parser NAME to parse raw text"
             )
@@ -42,24 +97,43 @@ class OnlineParser:
         self.separator = None if bpe.get("name") == "none" else bpe.get("separator", "@@")
         self.src_dict, self.label_dict, self.pos_dict = src_dict, label_dict, pos_dict
         self.left_pad = left_pad
+        self._warned = False
 
-    def piece_trees(self, src_tokens: Tensor):
-        """Piece-level trees (``WordTree`` over BPE pieces) for a padded batch of source ids."""
+    def pieces_of(self, src_tokens: Tensor, texts: Sequence[Optional[str]]) -> List[List[str]]:
+        """Each row's pieces: from its text where kept, else rebuilt from its ids (warned)."""
+        special = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
+        pieces = []
+        for row, text in zip(src_tokens.cpu(), texts):
+            if text is not None:
+                pieces.append(tokenize_line(text))
+                continue
+            if not self._warned:
+                logger.warning(
+                    "parsing source rows rebuilt from dictionary ids (no raw text was kept for them): "
+                    "a piece missing from the dictionary is <unk> there, and the parse can differ from "
+                    "preprocessing's. fairseq-interactive and SyntaxTransformerModel.from_pretrained keep the text"
+                )
+                self._warned = True
+            pieces.append([self.src_dict[i] for i in row.tolist() if i not in special])
+        return pieces
+
+    def piece_trees(self, pieces: Sequence[List[str]]):
+        """Piece-level trees (``WordTree`` over BPE pieces) for lines of pieces."""
         from fairseq_syntax_preprocess.bpe import join_pieces
         from fairseq_syntax_preprocess.parse import parse_lines
         from fairseq_syntax_preprocess.projection import project
 
-        special = {self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos()}
-        pieces = [
-            [self.src_dict[i] for i in row.tolist() if i not in special] for row in src_tokens.cpu()
-        ]
         words = [join_pieces(p, self.separator) if self.separator else list(p) for p in pieces]
         trees = parse_lines(self.nlp, words, self.pos_column, workers=1, path="<input>")
         return [project(tree, p, self.rule) for tree, p in zip(trees, pieces)]
 
-    def features_for(self, src_tokens: Tensor, requested: Iterable[str]) -> Dict[str, Tensor]:
+    def features_for(
+        self, src_tokens: Tensor, requested: Iterable[str], texts: Optional[Sequence[Optional[str]]] = None
+    ) -> Dict[str, Tensor]:
+        """``src_syntax`` for a padded batch of source ids whose rows have the given texts."""
+        texts = texts if texts is not None else [None] * src_tokens.size(0)
         samples = []
-        for tree in self.piece_trees(src_tokens):
+        for tree in self.piece_trees(self.pieces_of(src_tokens, texts)):
             labels = torch.tensor([self.label_dict.index(x) for x in tree.labels], dtype=torch.long)
             pos = torch.tensor([self.pos_dict.index(x) for x in tree.pos], dtype=torch.long)
             heads, labels, pos = append_eos(

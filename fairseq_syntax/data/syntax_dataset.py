@@ -7,12 +7,14 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 
+from fairseq_syntax_preprocess.errors import UserError
+
 from .syntax_features import append_eos, collate_features, pad_values_for, sentence_features
 
 logger = logging.getLogger(__name__)
 
 
-class SideFileError(ValueError):
+class SideFileError(UserError, ValueError):
     """Side-files that do not match their source text."""
 
 

@@ -878,6 +878,18 @@ class SyntaxTransformerModel(TransformerModel):
     """
 
     @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loader, returning a hub interface that parses the user's own text."""
+        from fairseq import hub_utils
+
+        from fairseq_syntax.hub import SyntaxHubInterface
+
+        x = hub_utils.from_pretrained(
+            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
+        )
+        return SyntaxHubInterface(x["args"], x["task"], x["models"])
+
+    @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
         super().add_args(parser)
         # no defaults here: architectures set them (fairseq convention)

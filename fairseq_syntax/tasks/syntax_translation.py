@@ -1,6 +1,5 @@
 """The ``syntax_translation`` task: fairseq's ``translation`` plus source-side syntax side-files."""
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -12,7 +11,11 @@ from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
+from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+from fairseq_syntax_preprocess.errors import DataBinError
+from fairseq_syntax_preprocess.fileio import BOM
 
 logger = logging.getLogger(__name__)
 
@@ -51,27 +54,30 @@ class SyntaxTranslationTask(TranslationTask):
         self.metadata = metadata
         self.syntax_requested: Set[str] = set()
         self._online_parser = None
+        self.source_texts = SourceTexts()
 
     @classmethod
     def setup_task(cls, cfg: SyntaxTranslationConfig, **kwargs):
-        task = TranslationTask.setup_task.__func__(TranslationTask, cfg, **kwargs)
         data_path = utils.split_paths(cfg.data)[0]
+        if not os.path.isdir(data_path):
+            raise DataBinError(data_path, None, "is not a directory: expected a data-bin made by fairseq-syntax-preprocess")
+        metadata = read_metadata(os.path.join(data_path, METADATA_FILE))
+        if cfg.source_lang is None and cfg.target_lang is None and "source_lang" in metadata:
+            cfg.source_lang, cfg.target_lang = metadata["source_lang"], metadata.get("target_lang")
+        for lang in (cfg.source_lang, cfg.target_lang):
+            if lang is not None:
+                check_dictionary(os.path.join(data_path, f"dict.{lang}.txt"), "dictionary")
+        task = TranslationTask.setup_task.__func__(TranslationTask, cfg, **kwargs)
         src = cfg.source_lang
         paths = {
             "metadata": os.path.join(data_path, METADATA_FILE),
             "labels": os.path.join(data_path, f"dict.{src}.deplabel.txt"),
             "pos": os.path.join(data_path, f"dict.{src}.pos.txt"),
         }
-        missing = [p for p in paths.values() if not os.path.exists(p)]
-        if missing:
-            raise FileNotFoundError(
-                f"{data_path} is not a fairseq-syntax-preprocess data-bin for source '{src}': "
-                f"missing {', '.join(missing)}"
-            )
-        with open(paths["metadata"], encoding="utf-8") as handle:
-            metadata = json.load(handle)
         if src not in metadata.get("parsed_langs", {}):
-            raise ValueError(f"{paths['metadata']}: source language '{src}' was not parsed")
+            raise DataBinError(paths["metadata"], None, f"source language '{src}' was not parsed in this data-bin")
+        check_dictionary(paths["labels"], "label dictionary")
+        check_dictionary(paths["pos"], "POS dictionary")
         label_dict = Dictionary.load(paths["labels"])
         pos_dict = Dictionary.load(paths["pos"])
         logger.info(f"[{src}] dependency labels: {len(label_dict)} types, POS: {len(pos_dict)} types")
@@ -83,14 +89,22 @@ class SyntaxTranslationTask(TranslationTask):
             raise ValueError("--truncate-source would cut the source but not its parse; not supported")
         if self.cfg.num_batch_buckets > 0:
             raise ValueError("--num-batch-buckets pads inside items; not supported with syntax side-files")
-        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         paths = utils.split_paths(self.cfg.data)
         if split != self.cfg.train_subset:
             paths = paths[:1]
         data_path = paths[(epoch - 1) % len(paths)]
+        check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
         streams = [self._load_stream(data_path, split, name, combine) for name in STREAMS]
-        check_streams(split, pair.src_sizes, *streams)
+        try:
+            check_streams(split, pair.src_sizes, *streams)
+        except SideFileError as error:
+            src, tgt = self.cfg.source_lang, self.cfg.target_lang
+            raise DataBinError(
+                os.path.join(data_path, f"{split}.{src}-{tgt}.{src}.{{head,deplabel,pos}}"), None,
+                f"{error}: the side-files do not match the source text (damaged, or from another run); {REMAKE}",
+            ) from None
         self.datasets[split] = SyntaxLanguagePairDataset(
             pair, *streams, self.label_dict, self.pos_dict, self.syntax_requested
         )
@@ -108,8 +122,10 @@ class SyntaxTranslationTask(TranslationTask):
                     break
             if found is None:
                 if k == 0:
-                    raise FileNotFoundError(
-                        f"syntax side-file {split}.{src}-{tgt}.{src}.{stream}.{{bin,idx}} not found in {data_path}"
+                    raise DataBinError(
+                        os.path.join(data_path, f"{split}.{src}-{tgt}.{src}.{stream}.bin"), None,
+                        "syntax side-file not found: the data-bin was not made by fairseq-syntax-preprocess, "
+                        "or is incomplete",
                     )
                 break
             shards.append(data_utils.load_indexed_dataset(found, None, "mmap"))
@@ -158,12 +174,33 @@ class SyntaxTranslationTask(TranslationTask):
             self.syntax_requested.update(inputs())
 
     # ------------------------------------------------------------- inference
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """fairseq's, keeping each line's encoded text so that its parse comes from the text.
+
+        ``fairseq-interactive`` calls this once per buffer of input lines and then decodes
+        every batch of that buffer: the texts of the previous buffer are dropped here.
+        """
+        self.source_texts.clear()
+        tokens = []
+        for line in lines:
+            text = encode_fn(line.lstrip(BOM))
+            ids = self.source_dictionary.encode_line(text, add_if_not_exist=False).long()
+            self.source_texts.add(ids, text)
+            tokens.append(ids)
+        return tokens, [t.numel() for t in tokens]
+
+    def remember_source_text(self, ids, text: str) -> None:
+        """Keep the encoded text of a source whose ids will reach :meth:`inference_step` (hub)."""
+        self.source_texts.add(ids, text)
+
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         for model in models:
             self.request_inputs(model)
         if self.syntax_requested and "src_syntax" not in sample["net_input"]:
+            src_tokens = sample["net_input"]["src_tokens"]
+            texts = self.source_texts.take(src_tokens, self.source_dictionary.pad())
             sample["net_input"]["src_syntax"] = self.online_parser().features_for(
-                sample["net_input"]["src_tokens"], self.syntax_requested
+                src_tokens, self.syntax_requested, texts
             )
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
 

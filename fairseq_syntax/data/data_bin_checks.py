@@ -1,0 +1,95 @@
+"""Load-time checks of a data-bin's files, so that damage is an error naming the file.
+
+fairseq reads a truncated ``.idx`` with ``ValueError: buffer is smaller than requested size``
+and a truncated ``.bin`` only when a batch reaches the missing bytes (or never, for a
+``.bin`` from another run of the same length); a junk dictionary gives ``Incorrect
+dictionary format`` and an unreadable ``syntax.json`` a bare ``JSONDecodeError``. These
+checks run before fairseq opens the files, cost a header read and a ``stat`` per file, and
+raise :class:`~fairseq_syntax_preprocess.errors.DataBinError` naming the file, what is wrong
+and what to do.
+"""
+
+import glob
+import json
+import os
+import re
+from typing import Dict, List
+
+from fairseq_syntax_preprocess.errors import DataBinError, InputError
+from fairseq_syntax_preprocess.fileio import check_dictionary_file
+
+REMAKE = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
+
+
+def read_metadata(path: str) -> Dict:
+    """The data-bin's ``syntax.json``."""
+    if not os.path.isfile(path):
+        raise DataBinError(path, None, "not found: this is not a data-bin made by fairseq-syntax-preprocess")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            metadata = json.load(handle)
+    except UnicodeDecodeError:
+        raise DataBinError(path, None, f"is not UTF-8 text; {REMAKE}") from None
+    except json.JSONDecodeError as error:
+        raise DataBinError(path, error.lineno, f"is not valid JSON ({error.msg}); {REMAKE}") from None
+    except OSError as error:
+        raise DataBinError(path, None, f"cannot be read: {error.strerror}") from None
+    if not isinstance(metadata, dict) or "parsed_langs" not in metadata:
+        raise DataBinError(path, None, f"is not the metadata that fairseq-syntax-preprocess writes; {REMAKE}")
+    return metadata
+
+
+def check_dictionary(path: str, what: str) -> None:
+    """A fairseq dictionary file that ``Dictionary.load`` will read."""
+    try:
+        check_dictionary_file(path, what)
+    except InputError as error:
+        raise DataBinError(error.path, error.line, f"{error.message}; {REMAKE}") from None
+
+
+def check_indexed_dataset(prefix: str) -> None:
+    """``PREFIX.idx`` is a readable fairseq mmap index and ``PREFIX.bin`` holds exactly its items."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    idx, bin_path = prefix + ".idx", prefix + ".bin"
+    for path in (idx, bin_path):
+        if not os.path.isfile(path):
+            raise DataBinError(path, None, f"missing (its {'.bin' if path == idx else '.idx'} is there); {REMAKE}")
+    with open(idx, "rb") as handle:
+        magic = handle.read(len(MMapIndexedDataset.Index._HDR_MAGIC))
+    if magic != MMapIndexedDataset.Index._HDR_MAGIC:
+        raise DataBinError(idx, None, f"is not a fairseq mmap index (wrong header); {REMAKE}")
+    try:
+        index = MMapIndexedDataset.Index(idx)
+        sizes, pointers, itemsize = index.sizes, index._pointers, index.dtype().itemsize
+    except Exception as error:  # truncated or damaged: numpy/struct errors without the file name
+        raise DataBinError(idx, None, f"is damaged or truncated ({type(error).__name__}: {error}); {REMAKE}") from None
+    expected = int(pointers[-1]) + int(sizes[-1]) * itemsize if len(sizes) else 0
+    actual = os.path.getsize(bin_path)
+    if actual != expected:
+        how = "truncated" if actual < expected else "longer than its index says"
+        raise DataBinError(
+            bin_path, None,
+            f"{how}: it holds {actual} bytes, {os.path.basename(idx)} describes {expected} "
+            f"({len(sizes)} sentences); it was damaged or belongs to another run; {REMAKE}",
+        )
+    del index
+
+
+def split_prefixes(data_path: str, split: str, src: str, tgt: str) -> List[str]:
+    """Every indexed dataset of ``split`` (and its shards ``split1``, ...) for the pair, both orders."""
+    found = []
+    pattern = re.compile(rf"^{re.escape(split)}\d*\.({re.escape(src)}-{re.escape(tgt)}|{re.escape(tgt)}-{re.escape(src)})\.")
+    for path in sorted(glob.glob(os.path.join(glob.escape(data_path), f"{glob.escape(split)}*"))):
+        name = os.path.basename(path)
+        if pattern.match(name) and (name.endswith(".idx") or name.endswith(".bin")):
+            prefix = path[: -len(".idx")]
+            if prefix not in found:
+                found.append(prefix)
+    return found
+
+
+def check_split(data_path: str, split: str, src: str, tgt: str) -> None:
+    for prefix in split_prefixes(data_path, split, src, tgt):
+        check_indexed_dataset(prefix)
+

@@ -1,0 +1,166 @@
+"""The pipeline's one input-validation layer for files, and its one way to write them.
+
+Reading (:func:`read_lines`): the path must be a readable regular file; the bytes must be
+UTF-8 (an error names the file, the line and the offending byte); a UTF-8 byte-order mark
+at the start of the file, or at the start of a line of concatenated files, is dropped (it
+is not text, and would otherwise become a token of the first sentence). Lines end at
+``\\n`` only, with a ``\\r`` before it dropped, so line numbers are those of ``wc -l``,
+``sed -n Np`` and fairseq.
+
+Writing (:func:`atomic_write`): to a temporary file beside the target, renamed into place
+only when complete, with the permissions of an ordinary file under the user's umask.
+Temporary names carry their owner (:func:`~.interrupts.temp_tag`), so a file left by a
+killed run is removed by the next one.
+"""
+
+import os
+import re
+import tempfile
+from typing import Callable, Iterable, List
+
+from .errors import InputError
+from .interrupts import remove_stale, removed_on_failure, temp_tag
+
+BOM = "\ufeff"
+TMP_MARK = ".tmp-"
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """What ``open(path, "w")`` would give: 0666 less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """What ``mkdir`` would give: 0777 less the umask."""
+    return 0o777 & ~current_umask()
+
+
+def check_input_file(path: str, what: str = "input file") -> None:
+    """A readable regular file, or an :class:`InputError` saying what it is instead."""
+    if not os.path.exists(path):
+        raise InputError(path, None, f"{what} not found")
+    if os.path.isdir(path):
+        raise InputError(path, None, f"is a directory; expected the {what}")
+    if not os.path.isfile(path):
+        raise InputError(path, None, f"is not a regular file; expected the {what}")
+    if not os.access(path, os.R_OK):
+        raise InputError(path, None, f"{what} is not readable (permissions)")
+
+
+def decode_utf8(data: bytes, path: str) -> str:
+    """``data`` as text, or an error naming the line and byte that are not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InputError(
+            path, line,
+            f"not UTF-8: byte 0x{data[error.start]:02x} at byte {column} of the line; the pipeline "
+            "reads UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)",
+        ) from None
+
+
+def read_lines(path: str, what: str = "input file") -> List[str]:
+    """The lines of a UTF-8 text file, without line ends and byte-order marks (see module doc)."""
+    check_input_file(path, what)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise InputError(path, None, f"cannot read the {what}: {error.strerror}") from None
+    text = decode_utf8(data, path)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final line end
+    return [line[:-1] if line.endswith("\r") else line for line in _drop_boms(lines)]
+
+
+def _drop_boms(lines: List[str]) -> Iterable[str]:
+    for line in lines:
+        yield line[1:] if line.startswith(BOM) else line
+
+
+def nonempty_lines(path: str, lines: List[str]) -> List[str]:
+    """``lines``, or an error naming the first one that holds no sentence."""
+    empty = next((i for i, line in enumerate(lines) if not line.strip()), None)
+    if empty is not None:
+        raise InputError(path, empty + 1, "empty line: every line must hold a sentence")
+    return lines
+
+
+def check_output_path(path: str, inputs: Iterable[str] = (), flag: str = "--output") -> None:
+    """An output file we may (re)place: not a directory, in a writable folder, never an input."""
+    if os.path.isdir(path):
+        raise InputError(path, None, f"is a directory; {flag} names the file to write")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(path, None, f"cannot write here: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(path, None, f"cannot write here: folder {folder} is not writable")
+    for source in inputs:
+        if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path):
+            raise InputError(path, None, f"{flag} is the input file {source}: choose another name")
+
+
+def atomic_write(path: str, chunks: Iterable[str]) -> None:
+    """Write text to ``path`` through a temporary file renamed into place when complete."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+
+    atomic_write_with(path, write)
+
+
+def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``; rename it into place when complete.
+
+    For writers that take a path (subword-nmt, matplotlib). The temporary file is removed if
+    ``write`` fails or the process is interrupted.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    remove_stale(folder, [f".{base}{TMP_MARK}"])
+    suffix = os.path.splitext(base)[1]
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
+    os.close(fd)
+    with removed_on_failure(tmp):
+        write(tmp)
+        os.chmod(tmp, file_mode())
+        os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ files we read back
+_DICT_LINE = re.compile(r"^(\S+) (\d+)( #fairseq:overwrite)?$")
+
+
+def check_dictionary_file(path: str, what: str = "dictionary") -> None:
+    """A fairseq dictionary file: ``SYMBOL COUNT [#fairseq:overwrite]`` per line."""
+    for number, line in enumerate(read_lines(path, what), start=1):
+        if not _DICT_LINE.match(line):
+            raise InputError(
+                path, number,
+                f"not a fairseq {what} line: expected 'SYMBOL COUNT', found {line[:60]!r}",
+            )
+
+
+def check_bpe_codes(path: str) -> None:
+    """subword-nmt codes: an optional ``#version:`` header, then one merge ``A B`` per line."""
+    lines = read_lines(path, "BPE codes file")
+    for number, line in enumerate(lines, start=1):
+        if number == 1 and line.startswith("#version:"):
+            continue
+        if len(line.split(" ")) != 2 or not all(line.split(" ")):
+            raise InputError(
+                path, number,
+                f"not a subword-nmt codes line: expected two symbols separated by one space "
+                f"(a merge), found {line[:60]!r}",
+            )

@@ -1,0 +1,226 @@
+"""One cleanup path for Ctrl-C, SIGTERM and errors; forked children that die with their parent.
+
+- Temporary files and folders are owned through :func:`removed_on_failure`: an error removes
+  them as it unwinds, and so does :func:`handle_termination`'s handler for Ctrl-C, SIGTERM and
+  SIGHUP (what ``timeout``, ``scancel``, ``kill`` and container stops send), which then kills
+  the forked workers without waiting on them and exits with 128 + the signal number. The
+  rename pair that replaces a data-bin runs with the signals held (:func:`signals_deferred`),
+  so an interrupt never leaves the user without the old data-bin or the new one.
+- SIGKILL cannot be caught. Every process forked after :func:`handle_termination` asks the
+  kernel to kill it when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so no
+  parse or binarization worker keeps writing for a dead parent; the temporary folders such a
+  run leaves are named after their host and process (:func:`temp_tag`) and removed by the
+  next run once that process is gone (:func:`remove_stale`).
+- :func:`install_error_hook` prints a :class:`~.errors.UserError` that nothing caught as one
+  line (``PROG: error: ...``) instead of a traceback; ``FAIRSEQ_SYNTAX_TRACEBACK=1`` shows it.
+"""
+
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+from typing import Iterator, List, Optional
+
+from .errors import UserError
+
+logger = logging.getLogger("fairseq_syntax.preprocess")
+
+_PR_SET_PDEATHSIG = 1
+_main_pid: Optional[int] = None
+_hooks_registered = False
+
+
+def _kill_children() -> None:
+    """SIGKILL every process this one forked with multiprocessing, without waiting on them.
+
+    Their output lives in temporary files that are removed anyway. Asking them to stop with
+    SIGTERM and joining them (``Pool.terminate``) can hang: a worker forked a moment before the
+    signal may have lost it (Python clears pending signals in a new child), and a pool's
+    maintenance thread replaces dead workers while the main thread waits.
+    """
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        try:
+            child.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+#: temporary files and folders of this process, removed on an error or a signal
+_owned: "dict[str, None]" = {}
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+@contextlib.contextmanager
+def removed_on_failure(path: str) -> Iterator[str]:
+    """Own a temporary path: it is removed if the block fails or the process is interrupted."""
+    _owned[path] = None
+    try:
+        yield path
+    except BaseException:
+        _remove(path)
+        raise
+    finally:
+        _owned.pop(path, None)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends (a rename pair that must not be split)."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _on_signal(signum, frame) -> None:
+    """The one cleanup path for Ctrl-C, SIGTERM and SIGHUP: kill workers, remove what we own, exit."""
+    if os.getpid() != _main_pid:  # a forked child that still has the handler: die the default way
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _kill_children()
+    for path in list(_owned):
+        _remove(path)
+    name = signal.Signals(signum).name
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq-syntax"
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.write(f"\n{prog}: interrupted ({name}); temporary files removed, no output was written\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(128 + signum)
+
+
+def _die_with_parent() -> None:
+    """Runs in every forked child: default signal dispositions, and SIGKILL when the parent dies.
+
+    SIGTERM/SIGHUP kill a child at once (no Python handler that a blocked child cannot run);
+    it ignores SIGINT, so that Ctrl-C reaches the parent alone, which stops every child.
+    """
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = _parent_at_fork
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: no such guard
+        return
+    if parent is not None and os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
+
+
+_parent_at_fork: Optional[int] = None
+
+
+def _before_fork() -> None:
+    global _parent_at_fork
+    _parent_at_fork = os.getpid()
+
+
+def handle_termination() -> None:
+    """In the main process of a command: SIGTERM/SIGHUP unwind, forked children die with it."""
+    global _main_pid, _hooks_registered
+    _main_pid = os.getpid()
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(signum) != signal.SIG_IGN:  # nohup, or a background job: stay ignored
+            signal.signal(signum, _on_signal)
+    if not _hooks_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=_before_fork, after_in_child=_die_with_parent)
+        _hooks_registered = True
+
+
+def install_error_hook() -> None:
+    """Print uncaught :class:`UserError`s as ``PROG: error: MESSAGE`` (exit 1), not as tracebacks."""
+    previous = sys.excepthook
+    if getattr(previous, "_fairseq_syntax", False):
+        return
+
+    def hook(kind, value, traceback):
+        if issubclass(kind, UserError) and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
+            prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+            sys.stderr.write(f"{prog}: error: {value}\n")
+            sys.stderr.flush()
+            if _in_forked_worker():
+                os._exit(1)
+            return
+        previous(kind, value, traceback)
+
+    hook._fairseq_syntax = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
+def _in_forked_worker() -> bool:
+    return _main_pid is not None and os.getpid() != _main_pid
+
+
+# ------------------------------------------------------------------ temporary folders
+def temp_tag() -> str:
+    """``HOST-PID``: who owns a temporary folder, so that a later run can tell it is stale."""
+    host = re.sub(r"[^A-Za-z0-9]+", "_", socket.gethostname()) or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(directory: str, prefixes: List[str]) -> List[str]:
+    """Remove ``PREFIX-HOST-PID-*`` entries of this host whose process is gone; returns them.
+
+    Entries of other hosts (a shared file system) and of live processes are left alone,
+    as is anything whose name does not carry an owner.
+    """
+    removed = []
+    host, _ = temp_tag().rsplit("-", 1)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        for prefix in prefixes:
+            if not name.startswith(prefix):
+                continue
+            match = re.match(rf"{re.escape(host)}-(\d+)-", name[len(prefix):])
+            if match is None or _alive(int(match.group(1))):
+                continue
+            path = os.path.join(directory, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    continue
+            removed.append(path)
+    for path in removed:
+        logger.info(f"removed {path}, left by an earlier run that was killed")
+    return removed
