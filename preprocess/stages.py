@@ -11,7 +11,6 @@ paths before any work, and writes atomically; SIGTERM and Ctrl-C leave nothing b
 """
 
 import argparse
-import os
 import sys
 from typing import Callable, List, Optional
 

@@ -3,6 +3,7 @@
 import gzip
 import importlib.util
 import os
+import subprocess
 import sys
 
 import pytest
@@ -22,6 +23,26 @@ _spec = importlib.util.spec_from_file_location(
 _module = importlib.util.module_from_spec(_spec)
 sys.modules["fairseq_syntax_preprocess"] = _module
 _spec.loader.exec_module(_module)
+
+
+BIN = os.path.dirname(sys.executable)
+
+
+def tool(name: str) -> str:
+    """An installed command beside this Python (the checkout must be pip-installed)."""
+    path = os.path.join(BIN, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{name} is not installed beside {sys.executable}: pip install the checkout first")
+    return path
+
+
+def call(args, cwd, stdin=None, expect_ok=True):
+    """Run an installed command with nothing of the checkout on PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH="")  # nothing from the checkout: the installed package only
+    result = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=600)
+    if expect_ok and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
 
 
 def write(path, text: str) -> str:

@@ -4,7 +4,8 @@ import csv
 
 import pytest
 
-from .test_cli_e2e import call, outside, tool, train  # noqa: F401  (the module fixture)
+from .conftest import call, tool
+from .test_cli_e2e import outside, train  # noqa: F401  (the module fixture)
 
 
 def test_awsl_command_writes_table_and_plot(outside):  # noqa: F811

@@ -6,34 +6,16 @@ site-packages), exactly as a user types it; ``.ci/run`` installs the checkout fi
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from .conftest import REPO, spacy_model
+from .conftest import REPO, call, spacy_model, tool
 
-BIN = os.path.dirname(sys.executable)
 TINY = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
     "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
     "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
 ]
-
-
-def tool(name: str) -> str:
-    path = os.path.join(BIN, name)
-    if not os.path.exists(path):
-        pytest.skip(f"{name} is not installed beside {sys.executable}: pip install the checkout first")
-    return path
-
-
-def call(args, cwd, stdin=None, expect_ok=True):
-    env = dict(os.environ, PYTHONPATH="")  # nothing from the checkout: the installed package only
-    result = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=600)
-    if expect_ok and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 @pytest.fixture(scope="module")
