@@ -14,6 +14,11 @@ fairseq function                        what the wrapper adds                   
                                         file is a :class:`CheckpointError`      0.12.3 (main)
                                         naming it (fairseq: ``EOFError: Ran out
                                         of input`` or a zip error, no file)
+``fairseq_cli.interactive.buffered_read``  a line of the input that is not UTF-8  0.12.2,
+                                        is an :class:`InputError` naming the    0.12.3 (main)
+                                        input and the line (fairseq: a bare
+                                        ``UnicodeDecodeError`` after decoding
+                                        a whole chunk)
 =====================================  ======================================  ===========
 """
 
@@ -22,9 +27,12 @@ import inspect
 import logging
 import os
 import pickle
+import sys
 import zipfile
+from typing import Iterator, List
 
-from fairseq_syntax_preprocess.errors import CheckpointError
+from fairseq_syntax_preprocess.errors import CheckpointError, InputError
+from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
 
 logger = logging.getLogger(__name__)
@@ -72,9 +80,58 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
     return True
 
 
+def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
+    """``fairseq_cli.interactive.buffered_read``, decoding each line alone so errors name it.
+
+    Same contract as fairseq's: ``input`` is a path or ``-`` (standard input); yields lists of
+    at most ``buffer_size`` stripped lines.
+    """
+    name = "<stdin>" if input == "-" else input
+    if input != "-":
+        check_input_file(input, "--input file")
+    stream = sys.stdin.buffer if input == "-" else open(input, "rb")
+    buffer: List[str] = []
+    try:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(
+                    name, number,
+                    f"not UTF-8: byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line; "
+                    "fairseq-interactive reads UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)",
+                ) from None
+            buffer.append(line.strip())
+            if len(buffer) >= buffer_size:
+                yield buffer
+                buffer = []
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if buffer:
+        yield buffer
+
+
+def _wrap_buffered_read() -> bool:
+    try:
+        from fairseq_cli import interactive
+    except ImportError:
+        return False
+    original = getattr(interactive, "buffered_read", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters) != ("input", "buffer_size"):
+        logger.warning("fairseq-interactive's buffered_read has changed: input decoding errors will not name the line")
+        return False
+    buffered_read._fairseq_syntax = True  # type: ignore[attr-defined]
+    interactive.buffered_read = buffered_read
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
 
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
+    _wrap_buffered_read()
     install_error_hook()

@@ -413,3 +413,16 @@ def test_empty_or_junk_checkpoint_names_the_file(tmp_path):
     write(tmp_path / "junk.pt", "not a checkpoint")
     with pytest.raises(CheckpointError, match=r"junk\.pt: it cannot be read as a fairseq checkpoint"):
         checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "junk.pt"))
+
+
+def test_interactive_input_that_is_not_utf8_names_the_line(tmp_path):
+    import fairseq_syntax  # noqa: F401  (installs the compatibility wrappers)
+    from fairseq_cli import interactive
+
+    (tmp_path / "in.txt").write_bytes(b"A dog runs .\n\nA d\xe4g .\n")
+    lines = interactive.buffered_read(str(tmp_path / "in.txt"), 2)
+    assert next(lines) == ["A dog runs .", ""]
+    with pytest.raises(InputError, match=r"in\.txt:3: not UTF-8: byte 0xe4 at byte 4 of the line"):
+        next(lines)
+    with pytest.raises(InputError, match=r"nowhere: --input file not found"):
+        next(interactive.buffered_read(str(tmp_path / "nowhere"), 1))
