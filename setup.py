@@ -26,6 +26,7 @@ setup(
         "fairseq_syntax.models",
         "fairseq_syntax.criterions",
         "fairseq_syntax.analysis",
+        "fairseq_syntax_core",
         "fairseq_syntax_preprocess",
     ],
     package_dir={"fairseq_syntax_preprocess": "preprocess"},

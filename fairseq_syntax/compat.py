@@ -31,7 +31,7 @@ import sys
 import zipfile
 from typing import Iterator, List
 
-from fairseq_syntax_preprocess.errors import CheckpointError, InputError
+from fairseq_syntax_core.errors import CheckpointError, InputError
 from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
 

@@ -24,29 +24,32 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from .argtypes import at_least, non_negative, positive
 from .conllu import format_conllu, trees_for_lines
-from .destdir import METADATA_FILE, PRODUCER, PRODUCER_KEY, check_destdir, make_temp_dir, move_into_place
-from .errors import InputError, UsageError, UserError
+from .destdir import check_destdir, make_temp_dir, move_into_place
+from fairseq_syntax_core.databin import (
+    CODES_FILE,
+    FORMAT_VERSION,
+    LABEL,
+    METADATA_FILE,
+    PARSED_LANGS_KEY,
+    POS,
+    PRODUCER,
+    PRODUCER_KEY,
+    SOURCE_STREAMS,
+    STREAMS,
+    dictionary_path,
+    stream_prefix,
+)
+from fairseq_syntax_core.errors import InputError, UsageError, UserError
 from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, nonempty_lines, read_lines
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
 from .projection import RULES, SUBWORD_LABEL, project
-from .side_files import (
-    HEAD,
-    LABEL,
-    POS,
-    STREAMS,
-    build_tag_dictionary,
-    dictionary_path,
-    stream_prefix,
-    write_streams,
-)
+from .side_files import build_tag_dictionary, write_streams
 from .tokenize import tokenize_lines
 from .word_tree import WordTree
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 
-CODES_FILE = "bpe.codes"
-FORMAT_VERSION = 1
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -356,21 +359,25 @@ def run(args) -> Dict[str, object]:
             stages.lap("project")
 
             dictionaries = {}
-            for stream, reuse, field in ((LABEL, args.labeldict, "labels"), (POS, args.posdict, "pos")):
-                if reuse:
-                    dictionaries[stream] = _load_dictionary(reuse)
+            reuse = {LABEL.name: args.labeldict, POS.name: args.posdict}
+            reserved = {LABEL.name: [SUBWORD_LABEL]}
+            train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
+            for name in SOURCE_STREAMS:
+                stream = STREAMS[name]
+                if stream.dictionary is None:
+                    continue
+                if reuse.get(name):
+                    dictionaries[name] = _load_dictionary(reuse[name])
                 else:
-                    train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
-                    reserved = [SUBWORD_LABEL] if stream == LABEL else []
-                    dictionaries[stream] = build_tag_dictionary(
-                        (getattr(t, field) for t in train_trees), reserved
+                    dictionaries[name] = build_tag_dictionary(
+                        (getattr(t, stream.field) for t in train_trees), reserved.get(name, [])
                     )
-                dictionaries[stream].save(dictionary_path(out, src, stream))
+                dictionaries[name].save(dictionary_path(out, src, stream))
 
-            unknown = {LABEL: 0, POS: 0}
+            unknown = {name: 0 for name in dictionaries}
             for split in splits:
-                prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in STREAMS}
-                counts = write_streams(prefixes, piece_trees[split.name], dictionaries)
+                prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in SOURCE_STREAMS}
+                counts = write_streams(prefixes, piece_trees[split.name], dictionaries, SOURCE_STREAMS)
                 for key in unknown:
                     unknown[key] += counts[key]
                 with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
@@ -385,7 +392,7 @@ def run(args) -> Dict[str, object]:
                 "format_version": FORMAT_VERSION,
                 "source_lang": src,
                 "target_lang": tgt,
-                "parsed_langs": {src: list(STREAMS)},
+                PARSED_LANGS_KEY: {src: list(SOURCE_STREAMS)},
                 "tokenizer": {"name": "none" if args.pretokenized else "moses",
                               "moses_aggressive_dash_splits": True, "moses_escape": True},
                 "parser": parser_meta,
@@ -510,8 +517,8 @@ def _summary(splits, piece_trees, parse_seconds, total_seconds, unknown) -> Dict
         "non_projective": sum(not t.is_projective() for t in trees),
         "multi_root": sum(t.num_roots > 1 for t in trees),
         "skipped_too_long": sum(len(s.skipped_lines) for s in splits),
-        "unknown_labels": unknown[LABEL],
-        "unknown_pos": unknown[POS],
+        "unknown_labels": unknown[LABEL.name],
+        "unknown_pos": unknown[POS.name],
         "total_seconds": round(total_seconds, 2),
     }
 

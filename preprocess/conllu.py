@@ -22,9 +22,9 @@ from typing import Iterator, List, Optional, TextIO, Tuple
 
 import numpy as np
 
-from fairseq_syntax.trees import TreeError, validate_heads
+from fairseq_syntax_core.trees import TreeError, validate_heads
 
-from .errors import InputError
+from fairseq_syntax_core.errors import InputError
 from .fileio import check_input_file, decode_utf8
 from .word_tree import WordTree, tag_problem
 

@@ -14,16 +14,13 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Iterable, List, Optional
+from typing import Iterable
 
-from .errors import UsageError
+from fairseq_syntax_core.databin import FORMAT_VERSION, METADATA_FILE, PARSED_LANGS_KEY, PRODUCER, PRODUCER_KEY
+from fairseq_syntax_core.errors import UsageError
 from .fileio import dir_mode
 from .interrupts import remove_stale, temp_tag
 
-METADATA_FILE = "syntax.json"
-#: ``syntax.json`` key naming the program that wrote the data-bin
-PRODUCER_KEY = "producer"
-PRODUCER = "fairseq-syntax-preprocess"
 #: the files a data-bin of ours holds (fairseq-preprocess's and the side-files)
 _OURS = re.compile(r"^(dict\..+\.txt|.+\.(bin|idx|conllu)|syntax\.json|bpe\.codes|preprocess\.log)$")
 TMP_MARK = ".tmp-"
@@ -41,7 +38,7 @@ def is_our_metadata(path: str) -> bool:
         return False
     if meta.get(PRODUCER_KEY) == PRODUCER:
         return True
-    return meta.get("format_version") == 1 and isinstance(meta.get("parsed_langs"), dict)  # 0.1.0
+    return meta.get("format_version") == FORMAT_VERSION and isinstance(meta.get(PARSED_LANGS_KEY), dict)  # 0.1.0
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -111,13 +108,3 @@ def move_into_place(out: str, destdir: str) -> None:
     os.rename(destdir, old)
     os.rename(out, destdir)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def stale_entries(destdir: str) -> List[str]:
-    parent = os.path.dirname(os.path.abspath(destdir))
-    base = os.path.basename(os.path.abspath(destdir))
-    return [n for n in os.listdir(parent) if n.startswith(f".{base}{TMP_MARK}") or n.startswith(f".{base}{OLD_MARK}")]
-
-
-def destdir_or_none(path: Optional[str]) -> Optional[str]:
-    return os.path.abspath(path) if path else None

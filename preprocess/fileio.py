@@ -18,7 +18,7 @@ import re
 import tempfile
 from typing import Callable, Iterable, List
 
-from .errors import InputError
+from fairseq_syntax_core.errors import InputError
 from .interrupts import remove_stale, removed_on_failure, temp_tag
 
 BOM = "\ufeff"

@@ -26,7 +26,7 @@ import socket
 import sys
 from typing import Iterator, List, Optional
 
-from .errors import UserError
+from fairseq_syntax_core.errors import UserError
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 

@@ -12,7 +12,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from fairseq_syntax_core.errors import InputError, UsageError
 from .tokenize import parser_view
 from .word_tree import WordTree, tag_problem
 

@@ -1,45 +1,31 @@
 """Binarized syntax side-files beside fairseq's own ``data-bin`` files.
 
-For a split ``S`` of a pair ``src-tgt`` and a parsed language ``L`` (the source now; the
-target side later), with ``P = S.src-tgt.L``:
+What is written, and under which names, is :mod:`fairseq_syntax_core.databin`'s registry;
+this module writes every registered stream of a split, by looping over it:
 
-``P.head.{bin,idx}``
+``S.SRC-TGT.L.head.{bin,idx}``
     int32, one per BPE piece: 1-based position of the piece's head within the line, 0 for
     a root. Integers stored as integers (no dictionary).
-``P.deplabel.{bin,idx}``, ``P.pos.{bin,idx}``
+``S.SRC-TGT.L.deplabel.{bin,idx}``, ``S.SRC-TGT.L.pos.{bin,idx}``
     dependency-label and POS ids in ``dict.L.deplabel.txt`` / ``dict.L.pos.txt`` (fairseq
     ``Dictionary`` files, so ids 0-3 are fairseq's specials).
-``P.conllu``
+``S.SRC-TGT.L.conllu``
     the piece-level tree as CoNLL-U, for people to read; never read back by the task.
 
 No stream holds the ``</s>`` that fairseq appends to the source: the dataset adds its
 entry (see ``fairseq_syntax/data/syntax_dataset.py``), the same way at decoding time.
-All are fairseq mmap indexed datasets, one item per line, in the line order of ``P.bin``.
 """
 
-import os
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 import torch
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder, best_fitting_int_dtype
 
+from fairseq_syntax_core.databin import STREAMS, Stream
+
 from .word_tree import WordTree
-
-HEAD = "head"
-LABEL = "deplabel"
-POS = "pos"
-#: the streams this version stores per parsed language
-STREAMS = (HEAD, LABEL, POS)
-
-
-def dictionary_path(destdir: str, lang: str, stream: str) -> str:
-    return os.path.join(destdir, f"dict.{lang}.{stream}.txt")
-
-
-def stream_prefix(destdir: str, split: str, src: str, tgt: str, lang: str, stream: str) -> str:
-    return os.path.join(destdir, f"{split}.{src}-{tgt}.{lang}.{stream}")
 
 
 def build_tag_dictionary(values: Iterable[List[str]], reserved: Iterable[str] = ()) -> Dictionary:
@@ -54,24 +40,29 @@ def build_tag_dictionary(values: Iterable[List[str]], reserved: Iterable[str] = 
     return dictionary
 
 
-def write_streams(prefix_of: Dict[str, str], trees: Iterable[WordTree], dictionaries: Dict[str, Dictionary]) -> Dict[str, int]:
-    """Write the head / label / POS streams of one split; returns unknown-symbol counts."""
-    builders = {
-        HEAD: MMapIndexedDatasetBuilder(prefix_of[HEAD] + ".bin", dtype=np.int32),
-        LABEL: MMapIndexedDatasetBuilder(
-            prefix_of[LABEL] + ".bin", dtype=best_fitting_int_dtype(len(dictionaries[LABEL]))
-        ),
-        POS: MMapIndexedDatasetBuilder(
-            prefix_of[POS] + ".bin", dtype=best_fitting_int_dtype(len(dictionaries[POS]))
-        ),
-    }
-    unknown = {LABEL: 0, POS: 0}
+def _builder(prefix: str, stream: Stream, dictionaries: Dict[str, Dictionary]) -> MMapIndexedDatasetBuilder:
+    dtype = stream.dtype or best_fitting_int_dtype(len(dictionaries[stream.name]))
+    return MMapIndexedDatasetBuilder(prefix + ".bin", dtype=dtype)
+
+
+def write_streams(
+    prefix_of: Dict[str, str], trees: Iterable[WordTree], dictionaries: Dict[str, Dictionary],
+    names: Sequence[str],
+) -> Dict[str, int]:
+    """Write the streams ``names`` of one split; returns each symbol stream's unknown-symbol count."""
+    streams = [STREAMS[name] for name in names]
+    builders = {s.name: _builder(prefix_of[s.name], s, dictionaries) for s in streams}
+    unknown = {s.name: 0 for s in streams if s.dictionary is not None}
     for tree in trees:
-        builders[HEAD].add_item(torch.from_numpy(np.asarray(tree.heads, dtype=np.int32)))
-        for stream, symbols in ((LABEL, tree.labels), (POS, tree.pos)):
-            ids = torch.tensor([dictionaries[stream].index(s) for s in symbols], dtype=torch.int64)
-            unknown[stream] += int((ids == dictionaries[stream].unk()).sum())
-            builders[stream].add_item(ids)
-    for stream, builder in builders.items():
-        builder.finalize(prefix_of[stream] + ".idx")
+        for stream in streams:
+            values = getattr(tree, stream.field)
+            if stream.dictionary is None:
+                builders[stream.name].add_item(torch.from_numpy(np.asarray(values, dtype=stream.dtype)))
+                continue
+            dictionary = dictionaries[stream.name]
+            ids = torch.tensor([dictionary.index(v) for v in values], dtype=torch.int64)
+            unknown[stream.name] += int((ids == dictionary.unk()).sum())
+            builders[stream.name].add_item(ids)
+    for stream in streams:
+        builders[stream.name].finalize(prefix_of[stream.name] + ".idx")
     return unknown

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from .argtypes import positive
 from .conllu import format_conllu
-from .errors import UserError
+from fairseq_syntax_core.errors import UserError
 from .fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
 from .interrupts import handle_termination
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines

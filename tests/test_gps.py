@@ -17,7 +17,7 @@ from fairseq_syntax.modules.syntactic_position import (
     same_sentence_mask,
     syntax_logit_weights,
 )
-from fairseq_syntax.trees import parents_from_heads, root_paths, tree_depth
+from fairseq_syntax_core.trees import parents_from_heads, root_paths, tree_depth
 
 # Paper 001 Figure 1 style: "Tom and John go to school together"
 VOCAB = {"<pad>": 0, "root": 1, "conj": 2, "cc": 3, "obl": 4, "case": 5, "advmod": 6, "</s>": 7}

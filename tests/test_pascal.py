@@ -13,7 +13,7 @@ from fairseq_syntax.modules.parent_attention import (
     pascal_parent_positions,
 )
 from fairseq_syntax.modules.relative_attention import RelativeMultiheadAttention
-from fairseq_syntax.trees import parents_from_heads, word_start
+from fairseq_syntax_core.trees import parents_from_heads, word_start
 
 SUB = 9  # id of the <subword> label in these tests
 

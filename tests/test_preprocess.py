@@ -10,7 +10,7 @@ import pytest
 from fairseq_syntax_preprocess.bpe import join_pieces, word_index_of_pieces
 from fairseq_syntax_preprocess.cli import get_parser, run
 from fairseq_syntax_preprocess.conllu import format_conllu, read_conllu, trees_for_lines
-from fairseq_syntax_preprocess.errors import InputError
+from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_preprocess.projection import SUBWORD_LABEL, project
 from fairseq_syntax_preprocess.tokenize import parser_view, tokenize_line
 from fairseq_syntax_preprocess.word_tree import WordTree

@@ -18,7 +18,7 @@ import pytest
 
 from fairseq_syntax_preprocess.cli import get_parser, run
 from fairseq_syntax_preprocess.conllu import read_conllu
-from fairseq_syntax_preprocess.errors import InputError, UsageError
+from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.interrupts import remove_stale, temp_tag
 
 from .conftest import REPO, SRC, conllu_for, corpus, spacy_model, syntax_task, write
@@ -393,7 +393,7 @@ def _load(data_bin):
     ],
 )
 def test_damaged_data_bin_names_the_file(small_bin, damage, message):
-    from fairseq_syntax_preprocess.errors import DataBinError
+    from fairseq_syntax_core.errors import DataBinError
 
     _load(small_bin)  # intact
     damage(small_bin)
@@ -405,7 +405,7 @@ def test_empty_or_junk_checkpoint_names_the_file(tmp_path):
     import fairseq_syntax  # noqa: F401  (installs the compatibility wrappers)
     from fairseq import checkpoint_utils
 
-    from fairseq_syntax_preprocess.errors import CheckpointError
+    from fairseq_syntax_core.errors import CheckpointError
 
     write(tmp_path / "empty.pt", "")
     with pytest.raises(CheckpointError, match=r"empty\.pt: the file is empty \(0 bytes\)"):

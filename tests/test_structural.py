@@ -13,7 +13,7 @@ from fairseq_syntax.modules.structural_position import (
     sinusoidal_encoding,
     structural_relative_buckets,
 )
-from fairseq_syntax.trees import parents_from_heads, structural_relative_position, tree_depth
+from fairseq_syntax_core.trees import parents_from_heads, structural_relative_position, tree_depth
 
 # "My father bought a red car ." (paper 000 Figure 2): bought is the root (the
 # main verb, Wang et al.'s origin); father, car, "." depend on bought; My on

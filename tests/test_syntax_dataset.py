@@ -5,10 +5,10 @@ import pytest
 import torch
 
 import fairseq_syntax  # noqa: F401  (registers the task)
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 from fairseq_syntax.data.syntax_dataset import SideFileError, check_streams
 from fairseq_syntax.data.syntax_features import FEATURES, append_eos, collate_features, sentence_features
-from fairseq_syntax_preprocess.errors import DataBinError
+from fairseq_syntax_core.errors import DataBinError
 
 from .conftest import syntax_task as setup_task
 

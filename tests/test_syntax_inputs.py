@@ -17,7 +17,7 @@ import fairseq_syntax  # noqa: F401  (registers models, task, criterion)
 from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models.transformer import TransformerModel
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_nsd import (
     LabelSmoothedCrossEntropyWithNSDCriterion,
     nsd_losses,

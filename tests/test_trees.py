@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_syntax.trees import (
+from fairseq_syntax_core.trees import (
     TreeError,
     ancestor_matrix,
     dependency_distance,

@@ -15,7 +15,8 @@ import os
 import re
 from typing import Dict, List
 
-from fairseq_syntax_preprocess.errors import DataBinError, InputError
+from fairseq_syntax_core.databin import PARSED_LANGS_KEY
+from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
 
 REMAKE = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
@@ -34,7 +35,7 @@ def read_metadata(path: str) -> Dict:
         raise DataBinError(path, error.lineno, f"is not valid JSON ({error.msg}); {REMAKE}") from None
     except OSError as error:
         raise DataBinError(path, None, f"cannot be read: {error.strerror}") from None
-    if not isinstance(metadata, dict) or "parsed_langs" not in metadata:
+    if not isinstance(metadata, dict) or PARSED_LANGS_KEY not in metadata:
         raise DataBinError(path, None, f"is not the metadata that fairseq-syntax-preprocess writes; {REMAKE}")
     return metadata
 

@@ -80,7 +80,7 @@ class OnlineParser:
         parser: Optional[str] = None,
         left_pad: bool = True,
     ) -> None:
-        from fairseq_syntax_preprocess.errors import UsageError
+        from fairseq_syntax_core.errors import UsageError
         from fairseq_syntax_preprocess.parse import load_pipeline
 
         recorded = metadata.get("parser", {})

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 
-from fairseq_syntax_preprocess.errors import UserError
+from fairseq_syntax_core.errors import UserError
 
 from .syntax_features import append_eos, collate_features, pad_values_for, sentence_features
 

@@ -29,7 +29,7 @@ import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 
 FEATURES = ("heads", "parents", "depth", "labels", "pos", "distance")
 

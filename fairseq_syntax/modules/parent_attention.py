@@ -56,7 +56,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 
 __all__ = [
     "SUBWORD_PARENT_RULES",

@@ -45,7 +45,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 from fairseq_syntax.modules.relative_attention import relative_bucket
 
 __all__ = [

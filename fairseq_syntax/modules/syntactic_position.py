@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fairseq_syntax import trees
+from fairseq_syntax_core import trees
 
 __all__ = [
     "SyntacticPathEncoder",

@@ -14,13 +14,12 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
-from fairseq_syntax_preprocess.errors import DataBinError
+from fairseq_syntax_core.databin import LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, SOURCE_STREAMS, dictionary_path, stream_prefix
+from fairseq_syntax_core.errors import DataBinError
 from fairseq_syntax_preprocess.fileio import BOM
 
 logger = logging.getLogger(__name__)
 
-METADATA_FILE = "syntax.json"
-STREAMS = ("head", "deplabel", "pos")
 
 
 @dataclass
@@ -71,10 +70,10 @@ class SyntaxTranslationTask(TranslationTask):
         src = cfg.source_lang
         paths = {
             "metadata": os.path.join(data_path, METADATA_FILE),
-            "labels": os.path.join(data_path, f"dict.{src}.deplabel.txt"),
-            "pos": os.path.join(data_path, f"dict.{src}.pos.txt"),
+            "labels": dictionary_path(data_path, src, LABEL),
+            "pos": dictionary_path(data_path, src, POS),
         }
-        if src not in metadata.get("parsed_langs", {}):
+        if src not in metadata.get(PARSED_LANGS_KEY, {}):
             raise DataBinError(paths["metadata"], None, f"source language '{src}' was not parsed in this data-bin")
         check_dictionary(paths["labels"], "label dictionary")
         check_dictionary(paths["pos"], "POS dictionary")
@@ -96,13 +95,13 @@ class SyntaxTranslationTask(TranslationTask):
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
-        streams = [self._load_stream(data_path, split, name, combine) for name in STREAMS]
+        streams = [self._load_stream(data_path, split, name, combine) for name in SOURCE_STREAMS]
         try:
             check_streams(split, pair.src_sizes, *streams)
         except SideFileError as error:
             src, tgt = self.cfg.source_lang, self.cfg.target_lang
             raise DataBinError(
-                os.path.join(data_path, f"{split}.{src}-{tgt}.{src}.{{head,deplabel,pos}}"), None,
+                stream_prefix(data_path, split, src, tgt, src, "{" + ",".join(SOURCE_STREAMS) + "}"), None,
                 f"{error}: the side-files do not match the source text (damaged, or from another run); {REMAKE}",
             ) from None
         self.datasets[split] = SyntaxLanguagePairDataset(
@@ -116,14 +115,14 @@ class SyntaxTranslationTask(TranslationTask):
             split_k = split + (str(k) if k > 0 else "")
             found = None
             for a, b in ((src, tgt), (tgt, src)):
-                prefix = os.path.join(data_path, f"{split_k}.{a}-{b}.{src}.{stream}")
+                prefix = stream_prefix(data_path, split_k, a, b, src, stream)
                 if indexed_dataset.dataset_exists(prefix, impl="mmap"):
                     found = prefix
                     break
             if found is None:
                 if k == 0:
                     raise DataBinError(
-                        os.path.join(data_path, f"{split}.{src}-{tgt}.{src}.{stream}.bin"), None,
+                        stream_prefix(data_path, split, src, tgt, src, stream) + ".bin", None,
                         "syntax side-file not found: the data-bin was not made by fairseq-syntax-preprocess, "
                         "or is incomplete",
                     )

@@ -1,0 +1,7 @@
+"""What the pipeline and the plugin share, importing neither: tree derivations, the data-bin's
+description, and the errors every command reports.
+
+``fairseq_syntax`` (the ``--user-dir``) registers fairseq components when imported, so nothing
+the pipeline needs may live under it; ``fairseq_syntax_preprocess`` (the pipeline) imports no
+model, task or criterion. Both import this package, which imports only NumPy and PyTorch.
+"""

@@ -1,0 +1,76 @@
+"""The one description of a data-bin: file names, ``syntax.json`` keys, and the stream registry.
+
+The pipeline (``fairseq_syntax_preprocess``) writes what this module describes and the task
+(``syntax_translation``) reads it; neither spells a file name or a stream of its own. A
+data-bin is fairseq's own files plus, for a split ``S`` of the pair ``SRC-TGT`` and a parsed
+language ``L``, one fairseq mmap indexed dataset per stream::
+
+    S.SRC-TGT.L.STREAM.{bin,idx}      one item per line, in the line order of S.SRC-TGT.L.bin
+    dict.L.DICTIONARY.txt             the symbols of a stream that has a dictionary
+
+Adding a stream is one :class:`Stream` entry in :data:`STREAMS`: the pipeline writes every
+registered stream of a parsed language, the task loads and checks every one the data-bin
+lists in ``syntax.json`` (``parsed_langs``).
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+METADATA_FILE = "syntax.json"
+CODES_FILE = "bpe.codes"
+#: ``syntax.json`` key naming the program that wrote the data-bin, and its value
+PRODUCER_KEY = "producer"
+PRODUCER = "fairseq-syntax-preprocess"
+FORMAT_VERSION = 1
+#: ``syntax.json``: parsed language -> the names of its streams
+PARSED_LANGS_KEY = "parsed_langs"
+
+SOURCE, TARGET = "source", "target"
+TOKEN, NODE = "token", "node"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One side-file stream.
+
+    ``granularity`` ``token``: one value per piece of the line (``</s>`` excluded: the dataset
+    adds its entry); ``node``: one value per tree node, with a length of its own. ``dictionary``
+    names ``dict.L.DICTIONARY.txt`` for symbol streams, stored as ids in the smallest integer
+    type that holds the dictionary (``dtype`` None); integer streams have no dictionary and
+    store ``dtype`` values. ``field`` is the attribute of the pipeline's piece tree the values
+    come from.
+    """
+
+    name: str
+    side: str
+    dtype: Optional[type]
+    dictionary: Optional[str]
+    granularity: str
+    field: str
+    help: str
+
+
+HEAD = Stream("head", SOURCE, np.int32, None, TOKEN, "heads",
+              "1-based position of the piece's head within the line, 0 for a root")
+LABEL = Stream("deplabel", SOURCE, None, "deplabel", TOKEN, "labels", "dependency-label id")
+POS = Stream("pos", SOURCE, None, "pos", TOKEN, "pos", "POS-tag id")
+
+#: every stream a data-bin may hold, by name
+STREAMS: Dict[str, Stream] = {s.name: s for s in (HEAD, LABEL, POS)}
+#: the streams this version writes for a parsed source language, in order
+SOURCE_STREAMS: Tuple[str, ...] = (HEAD.name, LABEL.name, POS.name)
+
+
+def dictionary_path(destdir: str, lang: str, stream: Stream) -> str:
+    """``dict.L.DICTIONARY.txt`` of a symbol stream."""
+    if stream.dictionary is None:
+        raise ValueError(f"stream {stream.name!r} stores integers and has no dictionary")
+    return os.path.join(destdir, f"dict.{lang}.{stream.dictionary}.txt")
+
+
+def stream_prefix(destdir: str, split: str, src: str, tgt: str, lang: str, stream: str) -> str:
+    """``S.SRC-TGT.L.STREAM``, the prefix of a stream's ``.bin``/``.idx`` (or of its ``.conllu``)."""
+    return os.path.join(destdir, f"{split}.{src}-{tgt}.{lang}.{stream}")
