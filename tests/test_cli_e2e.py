@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from .conftest import REPO, call, spacy_model, tool
+from .conftest import REPO, SAMPLE, call, spacy_model, tool
 
 TINY = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
@@ -130,7 +130,7 @@ def test_transformer_structural_trains_and_generates(outside):
 
 
 # ------------------------------------------------- raw text decodes as preprocessing did
-SAMPLE = os.path.join(REPO, "examples", "sample")
+
 #: words whose letters the sample's train set never shows: pieces missing from the dictionary
 ODD = ["The ſkier in a çhic coat is reading a book.", "Zwölf Ölbäume stand in the park.", "A dog runs."]
 

@@ -21,9 +21,9 @@ from fairseq_syntax_preprocess.conllu import read_conllu
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.interrupts import remove_stale, temp_tag
 
-from .conftest import REPO, SRC, conllu_for, corpus, spacy_model, syntax_task, write
+from .conftest import SAMPLE, SRC, conllu_for, corpus, spacy_model, syntax_task, write
 
-SAMPLE = os.path.join(REPO, "examples", "sample")
+
 
 
 def args(prefix, destdir, *extra, parse=("--pretokenized", "--external-parse", "conllu")):
