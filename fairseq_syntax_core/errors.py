@@ -34,3 +34,7 @@ class DataBinError(InputError):
 
 class CheckpointError(InputError):
     """A checkpoint file that cannot be read as one written by fairseq-train."""
+
+
+class StageError(UserError):
+    """A stage that failed in a process of its own (a worker killed, a child's error)."""

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import unicodedata
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -39,7 +40,7 @@ from fairseq_syntax_core.databin import (
     dictionary_path,
     stream_prefix,
 )
-from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_core.errors import InputError, StageError, UsageError, UserError
 from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, nonempty_lines, read_lines
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
@@ -175,12 +176,7 @@ def read_and_tokenize(split: Split, args) -> None:
         split.tgt_tokens = tokenize_lines(tgt_lines, args.target_lang, args.pretokenized, args.workers)
         bar.update()
     for path, lines in ((split.src_path, split.src_tokens), (split.tgt_path, split.tgt_tokens)):
-        empty = next((i for i, tokens in enumerate(lines) if not tokens), None)
-        if empty is not None:
-            raise InputError(
-                path, empty + 1,
-                "no tokens after tokenization (only control or invisible characters): every line must hold a sentence",
-            )
+        check_tokens(path, lines)
     if args.max_len > 0:
         too_long = [
             i for i, (s, t) in enumerate(zip(split.src_tokens, split.tgt_tokens))
@@ -202,6 +198,31 @@ def read_and_tokenize(split: Split, args) -> None:
             split.unfiltered_src_tokens = split.src_tokens
             split.src_tokens = [t for i, t in enumerate(split.src_tokens) if i not in skip]
             split.tgt_tokens = [t for i, t in enumerate(split.tgt_tokens) if i not in skip]
+
+
+#: fairseq's dictionary specials: as text tokens they would be stored as padding or end of sentence
+_SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
+
+
+def _visible(token: str) -> bool:
+    return any(unicodedata.category(c)[0] not in "CZ" for c in token)
+
+
+def check_tokens(path: str, lines: List[List[str]]) -> None:
+    """Every line holds a visible token, and none is one of fairseq's special symbols."""
+    for number, tokens in enumerate(lines, start=1):
+        if not tokens or not any(_visible(t) for t in tokens):
+            raise InputError(
+                path, number,
+                "no visible token (only spaces, control or zero-width characters): every line must hold a sentence",
+            )
+        special = _SPECIAL_TOKENS.intersection(tokens)
+        if special:
+            raise InputError(
+                path, number,
+                f"token {sorted(special)[0]!r} is a fairseq special symbol and would be stored as one "
+                "(padding, end of sentence); escape it, or tokenize without --pretokenized",
+            )
 
 
 def parse_split(split: Split, args, nlp) -> float:
@@ -269,6 +290,20 @@ def check_args(args, splits: List[Split]) -> None:
         raise UsageError("without --trainpref, give --srcdict/--tgtdict and --bpe-codes (or --no-bpe)")
     if not splits:
         raise UsageError("give at least one of --trainpref, --validpref, --testpref")
+    for flag, lang in (("-s/--source-lang", args.source_lang), ("-t/--target-lang", args.target_lang)):
+        if not lang or any(c.isspace() or c in "/\\." for c in lang):
+            raise UsageError(f"{flag} {lang!r}: a language code names files; no spaces, dots or slashes")
+    if args.workers > max(64, 4 * (os.cpu_count() or 1)):
+        raise UsageError(f"--workers {args.workers}: more than 4 per core ({os.cpu_count()} cores here)")
+    if args.joined_dictionary and args.srcdict and args.tgtdict and args.srcdict != args.tgtdict:
+        raise UsageError("--joined-dictionary uses one dictionary: give --srcdict only, not two different ones")
+    if len(os.path.basename(os.path.abspath(args.destdir or "."))) > 200:
+        raise UsageError("--destdir: the folder name is longer than 200 characters")
+    if args.source_lang == args.target_lang:
+        raise UsageError("-s and -t are the same language: their files would collide")
+    for flag, value in (("--trainpref", args.trainpref), ("--validpref", args.validpref), ("--testpref", args.testpref)):
+        if value is not None and any(not p.strip() for p in value.split(",")):
+            raise UsageError(f"{flag} {value!r} has an empty prefix")
     if args.external_parse is None and not args.parser:
         raise UsageError("give --parser (a spaCy pipeline) or --external-parse conllu")
     if args.external_parse is not None and args.parser:
@@ -409,7 +444,7 @@ def run(args) -> Dict[str, object]:
                 handle.write("\n")
             shutil.rmtree(work)
             with signals_deferred():
-                move_into_place(out, destdir)
+                move_into_place(out, destdir, args.overwrite)
         except BaseException:
             if text_chain is not None:
                 text_chain.stop()
@@ -422,10 +457,6 @@ def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: 
         return project(tree, pieces, rule)
     except ValueError as error:  # BPE changed the words: codes that do not fit this text
         raise InputError(split.src_path, split.line_of(index), f"cannot project the parse onto the BPE pieces: {error}") from None
-
-
-class StageError(UserError):
-    """A stage that failed in its own process; the message carries its error."""
 
 
 class TextChain:

@@ -11,34 +11,84 @@ that holds one of this run's inputs -- is refused by name, and nothing is delete
 
 import json
 import os
-import re
 import shutil
 import tempfile
-from typing import Iterable
+from typing import Iterable, Optional, Set
 
-from fairseq_syntax_core.databin import FORMAT_VERSION, METADATA_FILE, PARSED_LANGS_KEY, PRODUCER, PRODUCER_KEY
+from fairseq_syntax_core.databin import (
+    CODES_FILE,
+    FORMAT_VERSION,
+    METADATA_FILE,
+    PARSED_LANGS_KEY,
+    PRODUCER,
+    PRODUCER_KEY,
+    STREAMS,
+    dictionary_path,
+)
 from fairseq_syntax_core.errors import UsageError
 from .fileio import dir_mode
 from .interrupts import remove_stale, temp_tag
 
-#: the files a data-bin of ours holds (fairseq-preprocess's and the side-files)
-_OURS = re.compile(r"^(dict\..+\.txt|.+\.(bin|idx|conllu)|syntax\.json|bpe\.codes|preprocess\.log)$")
 TMP_MARK = ".tmp-"
 OLD_MARK = ".old-"
 
 
-def is_our_metadata(path: str) -> bool:
-    """A ``syntax.json`` written by this pipeline (any format version so far)."""
+def our_metadata(path: str) -> Optional[dict]:
+    """The ``syntax.json`` at ``path`` if this pipeline wrote it (any version so far), else None."""
     try:
         with open(path, encoding="utf-8") as handle:
             meta = json.load(handle)
     except (OSError, ValueError):
-        return False
+        return None
     if not isinstance(meta, dict):
-        return False
+        return None
     if meta.get(PRODUCER_KEY) == PRODUCER:
-        return True
-    return meta.get("format_version") == FORMAT_VERSION and isinstance(meta.get(PARSED_LANGS_KEY), dict)  # 0.1.0
+        return meta
+    if meta.get("format_version") == FORMAT_VERSION and isinstance(meta.get(PARSED_LANGS_KEY), dict):
+        return meta  # 0.1.0 wrote no producer key
+    return None
+
+
+def files_of(meta: dict) -> Set[str]:
+    """Every file name the pipeline writes for the data-bin that ``meta`` describes."""
+    src, tgt = meta.get("source_lang"), meta.get("target_lang")
+    names = {METADATA_FILE, CODES_FILE, "preprocess.log", f"dict.{src}.txt", f"dict.{tgt}.txt"}
+    for lang, streams in meta.get(PARSED_LANGS_KEY, {}).items():
+        for name in streams:
+            stream = STREAMS.get(name)
+            if stream is not None and stream.dictionary is not None:
+                names.add(os.path.basename(dictionary_path("", lang, stream)))
+    for split in meta.get("splits", {}):
+        for lang in (src, tgt):
+            names |= {f"{split}.{src}-{tgt}.{lang}.{ext}" for ext in ("bin", "idx")}
+        for lang, streams in meta.get(PARSED_LANGS_KEY, {}).items():
+            names.add(f"{split}.{src}-{tgt}.{lang}.conllu")
+            names |= {f"{split}.{src}-{tgt}.{lang}.{name}.{ext}" for name in streams for ext in ("bin", "idx")}
+    return names
+
+
+def check_replaceable(destdir: str) -> None:
+    """``destdir`` is empty, absent, or a data-bin of ours holding nothing else; else UsageError."""
+    if not os.path.isdir(destdir) or not os.listdir(destdir):
+        return
+    meta = our_metadata(os.path.join(destdir, METADATA_FILE))
+    if meta is None:
+        raise UsageError(
+            f"--overwrite refused: {destdir} is not a data-bin made by {PRODUCER} (no {METADATA_FILE} "
+            "of ours); nothing was deleted. Remove it yourself or choose another --destdir"
+        )
+    ours = files_of(meta)
+    foreign = sorted(
+        name for name in os.listdir(destdir)
+        if name not in ours or not os.path.isfile(os.path.join(destdir, name))
+        or os.path.islink(os.path.join(destdir, name))
+    )
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UsageError(
+            f"--overwrite refused: {destdir} holds files the pipeline did not write ({shown}); "
+            "nothing was deleted. Move them out, or choose another --destdir"
+        )
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -48,6 +98,8 @@ def _inside(path: str, folder: str) -> bool:
 
 def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
     """Refuse, before any work, a ``--destdir`` that this run must not write or replace."""
+    if not destdir or not destdir.strip():
+        raise UsageError("--destdir is empty (an unset shell variable?): name the data-bin folder")
     if os.path.islink(destdir):
         raise UsageError(f"--destdir {destdir} is a symbolic link: give the directory it points to")
     if os.path.exists(destdir) and not os.path.isdir(destdir):
@@ -68,21 +120,7 @@ def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
         return
     if not overwrite:
         raise UsageError(f"--destdir {destdir} exists and is not empty: pass --overwrite to replace it")
-    if not is_our_metadata(os.path.join(destdir, METADATA_FILE)):
-        raise UsageError(
-            f"--overwrite refused: {destdir} is not a data-bin made by {PRODUCER} (no {METADATA_FILE} "
-            "of ours); nothing was deleted. Remove it yourself or choose another --destdir"
-        )
-    foreign = sorted(
-        name for name in os.listdir(destdir)
-        if not _OURS.match(name) or os.path.isdir(os.path.join(destdir, name))
-    )
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise UsageError(
-            f"--overwrite refused: {destdir} holds files the pipeline does not write ({shown}); "
-            "nothing was deleted. Move them out, or choose another --destdir"
-        )
+    check_replaceable(destdir)
 
 
 def make_temp_dir(destdir: str) -> str:
@@ -94,10 +132,21 @@ def make_temp_dir(destdir: str) -> str:
     return tempfile.mkdtemp(prefix=f".{base}{TMP_MARK}{temp_tag()}-", dir=parent)
 
 
-def move_into_place(out: str, destdir: str) -> None:
-    """Rename the finished ``out`` to ``destdir``, replacing a data-bin already there."""
+def move_into_place(out: str, destdir: str, overwrite: bool) -> None:
+    """Rename the finished ``out`` to ``destdir``, replacing a data-bin already there.
+
+    What ``destdir`` holds is checked again here, with the signals held: files added, or a
+    data-bin written by another run, since the run started are never replaced.
+    """
     os.chmod(out, dir_mode())
     destdir = os.path.abspath(destdir)
+    if os.path.isdir(destdir) and os.listdir(destdir):
+        if not overwrite:
+            raise UsageError(
+                f"--destdir {destdir} was filled while this run worked (another run?); nothing was "
+                "replaced. Pass --overwrite to replace a data-bin, or choose another --destdir"
+            )
+        check_replaceable(destdir)
     if os.path.exists(destdir) and not os.listdir(destdir):
         os.rmdir(destdir)  # an empty folder the user made for it
     if not os.path.exists(destdir):

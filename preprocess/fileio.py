@@ -96,16 +96,33 @@ def nonempty_lines(path: str, lines: List[str]) -> List[str]:
 
 
 def check_output_path(path: str, inputs: Iterable[str] = (), flag: str = "--output") -> None:
-    """An output file we may (re)place: not a directory, in a writable folder, never an input."""
+    """An output file we may (re)place: a plain file or nothing, in a writable folder, never an input.
+
+    The file is replaced by renaming a new one onto it, so a device (``/dev/null``), a FIFO or
+    a symbolic link there would itself be replaced: those are refused.
+    """
+    if not path or not path.strip():
+        raise InputError(repr(path), None, f"{flag} is empty: name the file to write")
+    if os.path.islink(path):
+        raise InputError(path, None, f"is a symbolic link; {flag} names the file to write (give the file it points to)")
     if os.path.isdir(path):
         raise InputError(path, None, f"is a directory; {flag} names the file to write")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise InputError(path, None, f"is not a regular file (a device or a pipe); {flag} names a file to (re)place")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(path, None, f"cannot write here: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(path, None, f"cannot write here: folder {folder} is not writable")
+    if len(os.path.basename(path)) > 200:
+        raise InputError(path[:60] + "...", None, f"{flag} file name is longer than 200 characters")
+    target = os.path.realpath(path)
     for source in inputs:
-        if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path):
+        if not source:
+            continue
+        same = os.path.realpath(source) == target or (
+            os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path))
+        if same:
             raise InputError(path, None, f"{flag} is the input file {source}: choose another name")
 
 
@@ -140,21 +157,34 @@ def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
 
 # ------------------------------------------------------------------ files we read back
 _DICT_LINE = re.compile(r"^(\S+) (\d+)( #fairseq:overwrite)?$")
+_DICTIONARY_SPECIALS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
 
 
 def check_dictionary_file(path: str, what: str = "dictionary") -> None:
     """A fairseq dictionary file: ``SYMBOL COUNT [#fairseq:overwrite]`` per line."""
+    seen = {}
     for number, line in enumerate(read_lines(path, what), start=1):
-        if not _DICT_LINE.match(line):
+        match = _DICT_LINE.match(line)
+        if not match:
             raise InputError(
                 path, number,
                 f"not a fairseq {what} line: expected 'SYMBOL COUNT', found {line[:60]!r}",
             )
+        symbol, overwrite = match.group(1), match.group(3)
+        if overwrite:
+            continue
+        if symbol in _DICTIONARY_SPECIALS:
+            raise InputError(path, number, f"{symbol!r} is one of fairseq's special symbols, which a dictionary file does not list")
+        if symbol in seen:
+            raise InputError(path, number, f"{symbol!r} is listed twice (first on line {seen[symbol]})")
+        seen[symbol] = number
 
 
 def check_bpe_codes(path: str) -> None:
     """subword-nmt codes: an optional ``#version:`` header, then one merge ``A B`` per line."""
     lines = read_lines(path, "BPE codes file")
+    if not [line for line in lines if not line.startswith("#version:")]:
+        raise InputError(path, None, "holds no merges: expected subword-nmt codes (learn them with --bpe-symbols)")
     for number, line in enumerate(lines, start=1):
         if number == 1 and line.startswith("#version:"):
             continue

@@ -213,14 +213,9 @@ def remove_stale(directory: str, prefixes: List[str]) -> List[str]:
             if match is None or _alive(int(match.group(1))):
                 continue
             path = os.path.join(directory, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    continue
-            removed.append(path)
+            _remove(path)
+            if not os.path.lexists(path):
+                removed.append(path)
     for path in removed:
         logger.info(f"removed {path}, left by an earlier run that was killed")
     return removed

@@ -12,7 +12,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.errors import InputError, StageError, UsageError
 from .tokenize import parser_view
 from .word_tree import WordTree, tag_problem
 
@@ -123,8 +123,6 @@ def parse_lines(
     chunks spread over ``workers`` forked processes that send back only heads, labels and
     POS, never whole Docs; the trees come back in the input order.
     """
-    import multiprocessing
-
     lines = list(lines)
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     chunks = [
@@ -132,26 +130,62 @@ def parse_lines(
         for start in range(0, len(lines), chunk_size)
     ]
     results: List = [_PENDING] * len(lines)
-    if workers <= 1 or len(chunks) == 1:
+    next_line = 0
+    for start, arrays in _parsed_chunks(nlp, pos_column, chunks, workers, path):
+        for k, item in enumerate(arrays):
+            results[order[start + k]] = item
+        # yield every line whose parse (and all before it) has arrived
+        while next_line < len(lines) and results[next_line] is not _PENDING:
+            yield _to_tree(results[next_line], lines[next_line], path, next_line + 1)
+            results[next_line] = None  # release memory
+            next_line += 1
+
+
+def _parsed_chunks(nlp, pos_column: str, chunks, workers: int, path: str):
+    """``(start, arrays)`` per chunk, as they finish; in ``workers`` forked processes if more than one.
+
+    ``concurrent.futures`` notices a worker that died (killed for memory, or by hand) and
+    fails the run; a ``multiprocessing.Pool`` would wait for its lost chunk forever.
+    """
+    if workers <= 1 or len(chunks) <= 1:
         _init_worker(nlp, pos_column)
-        parsed = map(_parse_chunk, chunks)
-        pool = None
-    else:
-        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(nlp, pos_column))
-        parsed = pool.imap_unordered(_parse_chunk, chunks)
+        yield from map(_parse_chunk, chunks)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    executor = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
+        initargs=(nlp, pos_column),
+    )
     try:
-        next_line = 0
-        for start, arrays in parsed:
-            for k, item in enumerate(arrays):
-                results[order[start + k]] = item
-            # yield every line whose parse (and all before it) has arrived
-            while next_line < len(lines) and results[next_line] is not _PENDING:
-                yield _to_tree(results[next_line], lines[next_line], path, next_line + 1)
-                results[next_line] = None  # release memory
-                next_line += 1
+        pending = set()
+        queued = iter(chunks)
+        for chunk in queued:  # a few chunks ahead per worker, not the whole corpus at once
+            pending.add(executor.submit(_parse_chunk, chunk))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                try:
+                    yield future.result()
+                except BrokenProcessPool:
+                    raise StageError(
+                        f"{path}: a parse worker died (killed for memory, or by hand); nothing was written. "
+                        "Try fewer --workers or a smaller --parse-batch-size"
+                    ) from None
+                chunk = next(queued, None)
+                if chunk is not None:
+                    pending.add(executor.submit(_parse_chunk, chunk))
     finally:
-        if pool is not None:
-            pool.terminate()
+        for process in list(getattr(executor, "_processes", {}).values()):
+            try:
+                process.kill()  # on success they are idle; on failure their work is discarded
+            except (OSError, ValueError, AttributeError):
+                pass
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _to_tree(item, tokens: List[str], path: str, line_no: int) -> WordTree:

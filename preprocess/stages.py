@@ -19,7 +19,7 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from .argtypes import positive
 from .conllu import format_conllu
-from fairseq_syntax_core.errors import UserError
+from fairseq_syntax_core.errors import InputError, UserError
 from .fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
 from .interrupts import handle_termination
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines
@@ -27,7 +27,10 @@ from .tokenize import tokenize_lines
 
 
 def _read(path: str) -> List[str]:
-    return nonempty_lines(path, read_lines(path))
+    lines = read_lines(path)
+    if not lines:
+        raise InputError(path, None, "is empty: expected one sentence per line")
+    return nonempty_lines(path, lines)
 
 
 def _run(prog: str, main: Callable[[], None]) -> None:
@@ -107,6 +110,8 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
             check_output_path(args.output, inputs + [args.codes])
         if args.learn:
             lines = [line.split() for path in args.learn for line in _read(path)]
+            if not lines:
+                raise InputError(args.learn[0], None, "is empty: learning BPE codes needs text")
             atomic_write_with(args.codes, lambda tmp: bpe_stage.learn_codes(lines, args.symbols, tmp))
         if args.input:
             pieces = bpe_stage.apply_codes([l.split() for l in _read(args.input)], args.codes, args.workers)

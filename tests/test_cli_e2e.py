@@ -181,10 +181,11 @@ def test_interactive_parses_the_users_text_as_preprocessing_did(sample_model):
 
 def test_interactive_translates_every_line_around_empty_ones(sample_model):
     work = sample_model
-    lines = ["A dog runs.", "", "   ", "\x01\x02", "Two women are buying a kite.", "\ufeffA dog runs."]
+    lines = ["A dog runs.", "", "   ", "\x01\x02\u200b", "Two women are buying a kite.", "\ufeffA dog runs."]
     alone = _hypotheses(_interactive(work, "A dog runs.\nTwo women are buying a kite.\n").stdout)
     result = _interactive(work, "\n".join(lines) + "\n", "--buffer-size", "4", "--batch-size", "4")
     hypotheses = _hypotheses(result.stdout)
     assert sorted(hypotheses) == list(range(len(lines))), result.stdout[-2000:]
     assert hypotheses[0] == hypotheses[5] == alone[0]  # a byte-order mark is not a word
     assert hypotheses[4] == alone[1]
+    assert hypotheses[1] == hypotheses[2] == hypotheses[3] == ""  # an empty line translates to an empty line

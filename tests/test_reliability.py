@@ -96,7 +96,7 @@ def test_overwrite_refuses_a_data_bin_holding_files_of_the_user(tmp_path):
     run(args(prefix, tmp_path / "bin"))
     write(tmp_path / "bin" / "checkpoint_best.pt", "weights")
     (tmp_path / "bin" / "runs").mkdir()
-    with pytest.raises(UsageError, match=r"holds files the pipeline does not write \(checkpoint_best.pt, runs\)"):
+    with pytest.raises(UsageError, match=r"holds files the pipeline did not write \(checkpoint_best.pt, runs\)"):
         run(args(prefix, tmp_path / "bin", "--overwrite"))
     assert (tmp_path / "bin" / "checkpoint_best.pt").read_text() == "weights"
 
@@ -229,7 +229,7 @@ def test_non_utf8_input_names_file_line_and_byte(tmp_path):
 
 def test_line_of_control_characters_is_an_empty_sentence(tmp_path):
     prefix = corpus(tmp_path, src=[SRC[0], "\x01\x02", SRC[2]], conllu=conllu_for([SRC[0], "x", SRC[2]]))
-    with pytest.raises(InputError, match=r"train\.en:2: no tokens after tokenization"):
+    with pytest.raises(InputError, match=r"train\.en:2: no visible token"):
         run(args(prefix, tmp_path / "bin", parse=("--external-parse", "conllu")))
 
 
@@ -390,6 +390,11 @@ def _load(data_bin):
         (lambda b: (b / "syntax.json").unlink(), r"syntax\.json: not found"),
         (lambda b: (b / "dict.en.pos.txt").write_text("NOUN 3\nVERB\n"), r"dict\.en\.pos\.txt:2: not a fairseq POS dictionary line"),
         (lambda b: (b / "dict.de.txt").write_bytes(b"\xff\xfe 1\n"), r"dict\.de\.txt:1: not UTF-8"),
+        (lambda b: (b / "syntax.json").write_text(
+            (b / "syntax.json").read_text().replace('"format_version": 1', '"format_version": 99')),
+         r"syntax\.json: format_version 99: this fairseq-syntax reads data-bins up to version 1"),
+        (lambda b: (b / "dict.en.pos.txt").write_text(""),
+         r"train\.en-de\.en\.\{head,deplabel,pos\}: .*the pos side-file holds id \d+, outside its dictionary of 4"),
     ],
 )
 def test_damaged_data_bin_names_the_file(small_bin, damage, message):
@@ -426,3 +431,121 @@ def test_interactive_input_that_is_not_utf8_names_the_line(tmp_path):
         next(lines)
     with pytest.raises(InputError, match=r"nowhere: --input file not found"):
         next(interactive.buffered_read(str(tmp_path / "nowhere"), 1))
+
+
+# ------------------------------------------------- found by a hostile tester, one test each
+def test_empty_destdir_is_refused_and_nothing_is_deleted(tmp_path, monkeypatch):
+    prefix = corpus(subdir(tmp_path, "raw"))
+    here = subdir(tmp_path, "here")
+    write(here / "precious.txt", "mine")
+    monkeypatch.chdir(here)
+    with pytest.raises(UsageError, match=r"--destdir is empty"):
+        run(args(prefix, ""))
+    assert listing(here) == ["precious.txt"]
+
+
+def test_outputs_that_are_devices_pipes_or_links_are_refused(tmp_path):
+    from fairseq_syntax_preprocess.fileio import check_output_path
+
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    with pytest.raises(InputError, match="is not a regular file"):
+        check_output_path(str(tmp_path / "fifo"))
+    with pytest.raises(InputError, match="is not a regular file"):
+        check_output_path("/dev/null")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        check_output_path(str(tmp_path / "link"))
+    # bpe --codes C --learn ... --output C: the same path, before C exists
+    with pytest.raises(InputError, match="is the input file"):
+        check_output_path(str(tmp_path / "new.codes"), [str(tmp_path / "new.codes")])
+
+
+def test_overwrite_spares_user_files_named_like_ours(tmp_path):
+    prefix = corpus(tmp_path)
+    run(args(prefix, tmp_path / "bin"))
+    for name in ("gold.en.conllu", "wiki.vectors.bin", "dict.README.txt"):
+        write(tmp_path / "bin" / name, "mine")
+    with pytest.raises(UsageError, match=r"did not write \(dict\.README\.txt, gold\.en\.conllu, wiki\.vectors\.bin\)"):
+        run(args(prefix, tmp_path / "bin", "--overwrite"))
+    assert (tmp_path / "bin" / "gold.en.conllu").read_text() == "mine"
+
+
+def test_files_added_while_the_run_works_are_never_replaced(tmp_path):
+    from fairseq_syntax_preprocess.destdir import make_temp_dir, move_into_place
+
+    prefix = corpus(tmp_path)
+    run(args(prefix, tmp_path / "bin"))
+    out = make_temp_dir(str(tmp_path / "bin"))
+    write(tmp_path / "bin" / "NOTES.txt", "written during the run")
+    with pytest.raises(UsageError, match=r"did not write \(NOTES\.txt\)"):
+        move_into_place(out, str(tmp_path / "bin"), overwrite=True)
+    assert (tmp_path / "bin" / "NOTES.txt").exists() and (tmp_path / "bin" / "syntax.json").exists()
+    # a data-bin that another run wrote into a new --destdir meanwhile
+    out = make_temp_dir(str(tmp_path / "new"))
+    run(args(prefix, tmp_path / "new"))
+    with pytest.raises(UsageError, match="was filled while this run worked"):
+        move_into_place(out, str(tmp_path / "new"), overwrite=False)
+
+
+def _die(chunk):
+    os._exit(3)
+
+
+def test_a_parse_worker_that_dies_fails_the_run_instead_of_hanging(monkeypatch):
+    from fairseq_syntax_core.errors import StageError
+    from fairseq_syntax_preprocess import parse
+
+    monkeypatch.setattr(parse, "_parse_chunk", _die)
+    with pytest.raises(StageError, match="a parse worker died"):
+        list(parse.parse_lines(None, [["a"]] * 6, workers=2, chunk_size=1, path="x.en"))
+
+
+def test_pretokenized_special_symbols_are_refused(tmp_path):
+    src = [SRC[0], "Two </s> dogs .", SRC[2]]
+    prefix = corpus(tmp_path, src=src, conllu=conllu_for(src))
+    with pytest.raises(InputError, match=r"train\.en:2: token '</s>' is a fairseq special symbol"):
+        run(args(prefix, tmp_path / "bin"))
+
+
+def test_invisible_only_line_is_an_empty_sentence(tmp_path):
+    src = [SRC[0], "\u200b \u200d", SRC[2]]
+    prefix = corpus(tmp_path, src=src, conllu=conllu_for([SRC[0], "x", SRC[2]]))
+    with pytest.raises(InputError, match=r"train\.en:2: no visible token"):
+        run(args(prefix, tmp_path / "bin"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nsubj 3\nnsubj 2\n", r"DICT:2: 'nsubj' is listed twice \(first on line 1\)"),
+    ("<pad> 3\n", r"DICT:1: '<pad>' is one of fairseq's special symbols"),
+])
+def test_dictionary_with_duplicates_or_specials(tmp_path, text, message):
+    prefix = corpus(tmp_path)
+    write(tmp_path / "DICT", text)
+    with pytest.raises(InputError, match=message):
+        run(args(prefix, tmp_path / "bin", "--posdict", str(tmp_path / "DICT")))
+
+
+def test_bpe_codes_without_merges(tmp_path):
+    prefix = corpus(tmp_path)
+    write(tmp_path / "empty.codes", "#version: 0.2\n")
+    with pytest.raises(InputError, match=r"empty\.codes: holds no merges"):
+        run(args(prefix, tmp_path / "bin", "--bpe-codes", str(tmp_path / "empty.codes")))
+
+
+@pytest.mark.parametrize("lang", ["e n", "e/n", ""])
+def test_language_codes_that_cannot_name_files(tmp_path, lang):
+    prefix = corpus(tmp_path)
+    parsed = args(prefix, tmp_path / "bin")
+    parsed.source_lang = lang
+    with pytest.raises(UsageError, match="a language code names files"):
+        run(parsed)
+
+
+def test_checkpoint_of_another_data_bin_is_named_as_such(small_bin):
+    import fairseq_syntax  # noqa: F401
+    from fairseq import checkpoint_utils
+
+    checkpoint = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1",
+                              "checkpoints", "transformer_dep_rel.pt")
+    with pytest.raises(UsageError, match="the checkpoint does not fit this data-bin"):
+        checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": str(small_bin)})

@@ -23,6 +23,10 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from fairseq_syntax_core.errors import InputError, UserError
+from fairseq_syntax_preprocess.argtypes import positive
+from fairseq_syntax_preprocess.fileio import atomic_write_with, check_output_path
+
 __all__ = ["compute_awsl", "write_tsv", "plot_awsl", "cli_main"]
 
 
@@ -34,9 +38,9 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("data", help="the data-bin the model was trained on (fairseq-syntax-preprocess)")
     parser.add_argument("--path", required=True, help="checkpoint file (e.g. checkpoint_best.pt)")
     parser.add_argument("--split", default="valid", help="split of the data-bin (default: valid)")
-    parser.add_argument("--max-sentences", type=int, default=None,
+    parser.add_argument("--max-sentences", type=positive, default=None,
                         help="use at most this many sentences of the split (default: all)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward (default: 32)")
+    parser.add_argument("--batch-size", type=positive, default=32, help="sentences per forward (default: 32)")
     parser.add_argument("--out", default="awsl", help="output prefix: PREFIX.tsv and PREFIX.png (default: awsl)")
     parser.add_argument("--cpu", action="store_true", help="run on CPU even if CUDA is available")
     return parser
@@ -99,17 +103,15 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
 
 def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
     """One row per syntax layer; written to a temporary name, then renamed into place."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
+
+    def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="") as handle:
             writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
             writer.writerow(["layer", "awsl_syntax", "awsl_content", "sentences"])
             for r in rows:
                 writer.writerow([r["layer"], f"{r['awsl_syntax']:.6f}", f"{r['awsl_content']:.6f}", r["sentences"]])
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    atomic_write_with(path, write)
 
 
 def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> None:
@@ -131,31 +133,39 @@ def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> N
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    tmp = f"{path}.tmp{os.getpid()}.png"
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
+        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except UserError as error:
+        print(f"fairseq-syntax-awsl: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     args = get_parser().parse_args(argv)
     # fairseq's wav2vec2_classification module sets the root logger to DEBUG when imported
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     logging.getLogger().setLevel(logging.INFO)
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    out_dir = os.path.dirname(args.out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    for suffix in (".tsv", ".png"):
+        if not os.path.basename(args.out):
+            raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
+        check_output_path(args.out + suffix, [args.path], "--out")
     model, _task, dataset = load(args.data, args.path, args.split, args.cpu)
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
     except ValueError as err:
         print(f"fairseq-syntax-awsl: error: {args.path}: {err}", file=sys.stderr)
         return 2
-    out_dir = os.path.dirname(args.out)
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
     write_tsv(rows, args.out + ".tsv")
     plot_awsl(rows, args.out + ".png", title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
     for r in rows:

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Dict, List
 
-from fairseq_syntax_core.databin import PARSED_LANGS_KEY
+from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
 
@@ -37,6 +37,13 @@ def read_metadata(path: str) -> Dict:
         raise DataBinError(path, None, f"cannot be read: {error.strerror}") from None
     if not isinstance(metadata, dict) or PARSED_LANGS_KEY not in metadata:
         raise DataBinError(path, None, f"is not the metadata that fairseq-syntax-preprocess writes; {REMAKE}")
+    version = metadata.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise DataBinError(
+            path, None,
+            f"format_version {version!r}: this fairseq-syntax reads data-bins up to version {FORMAT_VERSION} "
+            "(made by a newer release, or edited); upgrade fairseq-syntax or re-run its preprocessing",
+        )
     return metadata
 
 

@@ -18,6 +18,19 @@ class SideFileError(UserError, ValueError):
     """Side-files that do not match their source text."""
 
 
+def check_symbol_ids(split: str, name: str, stream, dictionary_size: int) -> None:
+    """Every id of a symbol stream indexes its dictionary (else an embedding lookup fails)."""
+    flat = _flat(stream)
+    bad = np.flatnonzero((flat < 0) | (flat >= dictionary_size))
+    if len(bad):
+        sizes = np.asarray(stream.sizes, dtype=np.int64)
+        sentence = int(np.searchsorted(np.cumsum(sizes), bad[0], side="right"))
+        raise SideFileError(
+            f"split {split!r}, sentence {sentence}: the {name} side-file holds id {flat[bad[0]]}, outside its "
+            f"dictionary of {dictionary_size} symbols"
+        )
+
+
 def check_streams(split: str, src_sizes: np.ndarray, heads, labels, pos) -> None:
     """Vectorized load-time checks: lengths, head ranges and cycles, over the whole split.
 

@@ -69,6 +69,7 @@ from fairseq.modules.transformer_layer import (
 )
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.relative_attention import (
     RelativeEmbedding,
     RelativeInputs,
@@ -876,6 +877,19 @@ class SyntaxTransformerModel(TransformerModel):
     ``net_input["src_syntax"]`` (a dict of side inputs, see
     :meth:`syntax_inputs`).
     """
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """fairseq's, with a checkpoint that does not fit this data-bin reported as such."""
+        try:
+            return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        except RuntimeError as error:
+            if "size mismatch" not in str(error):
+                raise
+            first = next((l.strip() for l in str(error).splitlines() if "size mismatch" in l), str(error))
+            raise UsageError(
+                "the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
+                f"other sizes ({first[:200]}). Decode with the data-bin it was trained on"
+            ) from None
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):

@@ -2,6 +2,7 @@
 
 import logging
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Optional, Set
 
@@ -13,7 +14,12 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.online_parser import SourceTexts
-from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+from fairseq_syntax.data.syntax_dataset import (
+    SideFileError,
+    SyntaxLanguagePairDataset,
+    check_streams,
+    check_symbol_ids,
+)
 from fairseq_syntax_core.databin import LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, SOURCE_STREAMS, dictionary_path, stream_prefix
 from fairseq_syntax_core.errors import DataBinError
 from fairseq_syntax_preprocess.fileio import BOM
@@ -98,6 +104,8 @@ class SyntaxTranslationTask(TranslationTask):
         streams = [self._load_stream(data_path, split, name, combine) for name in SOURCE_STREAMS]
         try:
             check_streams(split, pair.src_sizes, *streams)
+            check_symbol_ids(split, LABEL.name, streams[1], len(self.label_dict))
+            check_symbol_ids(split, POS.name, streams[2], len(self.pos_dict))
         except SideFileError as error:
             src, tgt = self.cfg.source_lang, self.cfg.target_lang
             raise DataBinError(
@@ -182,7 +190,10 @@ class SyntaxTranslationTask(TranslationTask):
         self.source_texts.clear()
         tokens = []
         for line in lines:
-            text = encode_fn(line.lstrip(BOM))
+            line = line.lstrip(BOM)
+            if not any(unicodedata.category(c)[0] not in "CZ" for c in line):
+                line = ""  # only spaces, control or zero-width characters: an empty line
+            text = encode_fn(line)
             ids = self.source_dictionary.encode_line(text, add_if_not_exist=False).long()
             self.source_texts.add(ids, text)
             tokens.append(ids)
@@ -201,7 +212,33 @@ class SyntaxTranslationTask(TranslationTask):
             sample["net_input"]["src_syntax"] = self.online_parser().features_for(
                 src_tokens, self.syntax_requested, texts
             )
-        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+        translations = super().inference_step(
+            generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints
+        )
+        return self._empty_for_empty_sources(sample["net_input"]["src_tokens"], translations)
+
+    def _empty_for_empty_sources(self, src_tokens, translations):
+        """An empty source line (``</s>`` only: an empty line in fairseq-interactive) translates to ``""``.
+
+        The model would otherwise invent a sentence for it. The hypothesis keeps fairseq's
+        fields (tokens ``[</s>]``, score 0), so every printer and scorer handles it.
+        """
+        pad, eos = self.source_dictionary.pad(), self.target_dictionary.eos()
+        empty = (src_tokens.ne(pad).sum(dim=1) <= 1).tolist()
+        if not any(empty):
+            return translations
+        for row, is_empty in enumerate(empty):
+            if is_empty and translations[row]:
+                first = dict(translations[row][0])
+                first["tokens"] = first["tokens"].new_tensor([eos])
+                first["score"] = first["score"] * 0 if torch.is_tensor(first["score"]) else 0.0
+                first["positional_scores"] = first["positional_scores"].new_zeros(1)
+                if torch.is_tensor(first.get("alignment")) and first["alignment"].numel():
+                    first["alignment"] = first["alignment"].new_zeros((0, 2))
+                if torch.is_tensor(first.get("attention")):
+                    first["attention"] = first["attention"][:, :1]
+                translations[row] = [first]
+        return translations
 
     def online_parser(self):
         """The parser and projection recorded in the data-bin, for raw-text batches."""
