@@ -1,4 +1,4 @@
-"""Tests for fairseq_syntax.trees (every tree derivation of the project)."""
+"""Tests for fairseq_syntax_core.trees (every tree derivation of the project)."""
 
 import random
 import re

@@ -20,7 +20,7 @@ exactly like ``src_tokens``):
 ``distance``  dependency syntactic distance d_D(i) = i - h(i) (paper 002 eq. 4); padding 0
 
 Pairwise quantities (relative depth, tree distance, root paths) are derived from these in
-the model, batched, with :mod:`fairseq_syntax.trees`.
+the model, batched, with :mod:`fairseq_syntax_core.trees`.
 """
 
 from typing import Dict, Iterable, List, Optional, Sequence

@@ -69,6 +69,7 @@ from fairseq.modules.transformer_layer import (
 )
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax_core import trees
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.relative_attention import (
     RelativeEmbedding,
@@ -703,8 +704,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
                     f"expected src_tokens shape {tuple(src_tokens.shape)}"
                 )
             depth = depth.to(device=src_tokens.device, dtype=torch.long)
-            # dist_ij = depth(n_j) - depth(n_i)  (eq. 16)
-            dep = relative_bucket(depth.unsqueeze(1) - depth.unsqueeze(2), self.rel_dep_l)
+            dep = relative_bucket(trees.relative_depth(depth), self.rel_dep_l)  # eq. 16
         return seq, dep
 
     def forward_embedding(

@@ -23,7 +23,7 @@ parent word's pieces (the mean of their positions, possibly fractional). Our
 piece trees (projection ``first``, paper 003) instead attach every later piece
 of a word to the word's first piece with the reserved ``<subword>`` label (rule
 ``chain``: to the previous piece). :func:`pascal_parent_positions` undoes that
-with :func:`fairseq_syntax.trees.word_start` (both rules), so with
+with :func:`fairseq_syntax_core.trees.word_start` (both rules), so with
 ``subword_parent="mean"`` (default, the paper's rule) every piece of a word
 looks at the middle of its parent word, exactly as PASCAL; ``"first"`` centres
 on the parent word's first piece instead; ``"tree"`` uses our piece tree as

@@ -7,7 +7,7 @@ position, in addition to each word's normal sequential position"):
 
 * **Absolute structural position** ``abs(x_i)``: the distance of word ``i``
   from the origin of the dependency tree, the main verb, i.e. the root:
-  ``depth_i`` (``src_syntax["depth"]``, :func:`fairseq_syntax.trees.tree_depth`).
+  ``depth_i`` (``src_syntax["depth"]``, :func:`fairseq_syntax_core.trees.tree_depth`).
   It is encoded with the same sinusoids as the sequential position (or a
   learned table, ``learned=True``) and combined with the sequential position
   encoding by a non-linear function ``f(PE_seq, PE_stru)``; we use
@@ -19,7 +19,7 @@ position, in addition to each word's normal sequential position"):
   when ``i`` and ``j`` lie on one root path (one is an ancestor of the other,
   or ``i = j``), otherwise ``sign(i - j) * (abs(x_i) + abs(x_j))`` (the path
   through the origin, signed by the sequential direction;
-  :func:`fairseq_syntax.trees.structural_relative_position`). It is clipped to
+  :func:`fairseq_syntax_core.trees.structural_relative_position`). It is clipped to
   ``[-k, k]`` and used Shaw-style (relative keys and values), i.e. as bucket
   indices for the existing ``relative`` mechanism of
   :class:`~fairseq_syntax.modules.relative_attention.RelativeMultiheadAttention`
@@ -153,7 +153,7 @@ def structural_relative_buckets(
 ) -> Tensor:
     """Bucket indices ``clip(rel(x_i, x_j), k) + k`` ``LongTensor (B, T, T)`` (Wang et al. 2019b).
 
-    ``rel`` is :func:`fairseq_syntax.trees.structural_relative_position`
+    ``rel`` is :func:`fairseq_syntax_core.trees.structural_relative_position`
     (query ``i`` = row, key ``j`` = column); use the result with a
     :class:`~fairseq_syntax.modules.relative_attention.RelativeEmbedding` of
     ``max_distance`` ``k`` in the attention's ``relative`` list. Compute once per

@@ -5,7 +5,7 @@ implemented here.
 
 Distance (eq. 4)
     ``d_D(w_i) = i - h(i)``, 1-based ``i``, ``h(root) = 0`` (``src_syntax["distance"]``, made by
-    :func:`fairseq_syntax.trees.dependency_distance`). Values are nonzero integers, negative when
+    :func:`fairseq_syntax_core.trees.dependency_distance`). Values are nonzero integers, negative when
     the head is to the right; a root gets its own position. The constituency distances
     ``d_S, d_G, d_R`` of eqs. 1-3 will be further entries of :data:`NSD_DISTANCES` (one
     ``src_syntax`` key each) once constituency streams exist; everything below takes the

@@ -7,7 +7,7 @@ over tokens or sentences):
   the root-to-word dependency-label path ``p_i = [label_0, ..., label_n]``,
   computed top-down over the tree level by level (a token's LSTM state
   continues its head's state with its own label), which is exactly the LSTM
-  run over each full path (:func:`fairseq_syntax.trees.root_paths`), in
+  run over each full path (:func:`fairseq_syntax_core.trees.root_paths`), in
   ``max depth + 1`` steps instead of one LSTM run per token.
 * :class:`SyntacticPositionLogits` -- sec. 3.3, the second term of eq. 5,
   ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)`` per head, masked (0) between tokens of
