@@ -16,7 +16,6 @@ import os
 import shutil
 import sys
 import time
-import unicodedata
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -41,7 +40,7 @@ from fairseq_syntax_core.databin import (
     stream_prefix,
 )
 from fairseq_syntax_core.errors import InputError, StageError, UsageError, UserError
-from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, nonempty_lines, read_lines
+from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, is_visible, nonempty_lines, read_lines
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
 from .projection import RULES, SUBWORD_LABEL, project
@@ -204,14 +203,10 @@ def read_and_tokenize(split: Split, args) -> None:
 _SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
 
 
-def _visible(token: str) -> bool:
-    return any(unicodedata.category(c)[0] not in "CZ" for c in token)
-
-
 def check_tokens(path: str, lines: List[List[str]]) -> None:
     """Every line holds a visible token, and none is one of fairseq's special symbols."""
     for number, tokens in enumerate(lines, start=1):
-        if not tokens or not any(_visible(t) for t in tokens):
+        if not tokens or not any(is_visible(t) for t in tokens):
             raise InputError(
                 path, number,
                 "no visible token (only spaces, control or zero-width characters): every line must hold a sentence",
@@ -220,8 +215,8 @@ def check_tokens(path: str, lines: List[List[str]]) -> None:
         if special:
             raise InputError(
                 path, number,
-                f"token {sorted(special)[0]!r} is a fairseq special symbol and would be stored as one "
-                "(padding, end of sentence); escape it, or tokenize without --pretokenized",
+                f"token {sorted(special)[0]!r} is one of fairseq's special symbols (<s> <pad> </s> <unk>) and "
+                "would be stored as that symbol, not as a word; escape it, or tokenize without --pretokenized",
             )
 
 
@@ -489,7 +484,16 @@ class TextChain:
                 shutil.copyfile(args.bpe_codes, codes)
             else:
                 train = next(s for s in self.splits if s.name == "train")
-                bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
+                try:
+                    bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
+                    with open(codes, encoding="utf-8") as handle:
+                        merges = sum(1 for line in handle if not line.startswith("#version:"))
+                except ValueError:
+                    merges = 0
+                if merges == 0:
+                    raise InputError(train.src_path, None,
+                                     f"BPE learned no merges from the train split ({len(train.src_tokens)} lines, "
+                                     "too little text): use --no-bpe, or give --bpe-codes")
             clock.lap("bpe_learn")
             for split in self.splits:
                 for lang, tokens in ((src, split.src_tokens), (tgt, split.tgt_tokens)):
@@ -500,7 +504,10 @@ class TextChain:
             clock.lap("binarize_text")
             result = {"seconds": clock.seconds}
         except BaseException as error:  # reported to the parent, which raises
-            result = {"error": f"{type(error).__name__}: {error}"}
+            if isinstance(error, UserError):
+                result = {"user_error": str(error)}
+            else:
+                result = {"error": f"{type(error).__name__}: {error}"}
         with open(self.report, "w", encoding="utf-8") as handle:
             json.dump(result, handle)
         os._exit(0 if "seconds" in result else 1)
@@ -515,6 +522,8 @@ class TextChain:
                              "killed for memory?)")
         with open(self.report, encoding="utf-8") as handle:
             result = json.load(handle)
+        if "user_error" in result:
+            raise StageError(result["user_error"])
         if "error" in result:
             raise StageError(f"BPE/binarization failed: {result['error']}")
         return result["seconds"]

@@ -52,7 +52,7 @@ def our_metadata(path: str) -> Optional[dict]:
 def files_of(meta: dict) -> Set[str]:
     """Every file name the pipeline writes for the data-bin that ``meta`` describes."""
     src, tgt = meta.get("source_lang"), meta.get("target_lang")
-    names = {METADATA_FILE, CODES_FILE, "preprocess.log", f"dict.{src}.txt", f"dict.{tgt}.txt"}
+    names = {METADATA_FILE, CODES_FILE, f"dict.{src}.txt", f"dict.{tgt}.txt"}
     for lang, streams in meta.get(PARSED_LANGS_KEY, {}).items():
         for name in streams:
             stream = STREAMS.get(name)

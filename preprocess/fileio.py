@@ -16,6 +16,7 @@ killed run is removed by the next one.
 import os
 import re
 import tempfile
+import unicodedata
 from typing import Callable, Iterable, List
 
 from fairseq_syntax_core.errors import InputError
@@ -23,6 +24,15 @@ from .interrupts import remove_stale, removed_on_failure, temp_tag
 
 BOM = "\ufeff"
 TMP_MARK = ".tmp-"
+
+
+#: letters and symbols that draw nothing (Unicode categories Lo/So, so not caught by category)
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def is_visible(text: str) -> bool:
+    """True when ``text`` holds a character that is drawn: not a space, control, format or blank glyph."""
+    return any(unicodedata.category(c)[0] not in "CZ" and c not in _BLANK_GLYPHS for c in text)
 
 
 def current_umask() -> int:
@@ -160,8 +170,17 @@ _DICT_LINE = re.compile(r"^(\S+) (\d+)( #fairseq:overwrite)?$")
 _DICTIONARY_SPECIALS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
 
 
+def _no_bom(path: str, what: str) -> None:
+    with open(path, "rb") as handle:
+        if handle.read(3) == BOM.encode("utf-8"):
+            raise InputError(path, 1, f"starts with a byte-order mark, which fairseq would read as part of the "
+                                      f"first symbol of this {what}: remove it")
+
+
 def check_dictionary_file(path: str, what: str = "dictionary") -> None:
-    """A fairseq dictionary file: ``SYMBOL COUNT [#fairseq:overwrite]`` per line."""
+    """A fairseq dictionary file: ``SYMBOL COUNT [#fairseq:overwrite]`` per line, each symbol once."""
+    check_input_file(path, what)
+    _no_bom(path, what)
     seen = {}
     for number, line in enumerate(read_lines(path, what), start=1):
         match = _DICT_LINE.match(line)
@@ -171,9 +190,7 @@ def check_dictionary_file(path: str, what: str = "dictionary") -> None:
                 f"not a fairseq {what} line: expected 'SYMBOL COUNT', found {line[:60]!r}",
             )
         symbol, overwrite = match.group(1), match.group(3)
-        if overwrite:
-            continue
-        if symbol in _DICTIONARY_SPECIALS:
+        if symbol in _DICTIONARY_SPECIALS and not overwrite:
             raise InputError(path, number, f"{symbol!r} is one of fairseq's special symbols, which a dictionary file does not list")
         if symbol in seen:
             raise InputError(path, number, f"{symbol!r} is listed twice (first on line {seen[symbol]})")
@@ -183,6 +200,7 @@ def check_dictionary_file(path: str, what: str = "dictionary") -> None:
 def check_bpe_codes(path: str) -> None:
     """subword-nmt codes: an optional ``#version:`` header, then one merge ``A B`` per line."""
     lines = read_lines(path, "BPE codes file")
+    _no_bom(path, "BPE codes file")
     if not [line for line in lines if not line.startswith("#version:")]:
         raise InputError(path, None, "holds no merges: expected subword-nmt codes (learn them with --bpe-symbols)")
     for number, line in enumerate(lines, start=1):

@@ -503,7 +503,7 @@ def test_a_parse_worker_that_dies_fails_the_run_instead_of_hanging(monkeypatch):
 def test_pretokenized_special_symbols_are_refused(tmp_path):
     src = [SRC[0], "Two </s> dogs .", SRC[2]]
     prefix = corpus(tmp_path, src=src, conllu=conllu_for(src))
-    with pytest.raises(InputError, match=r"train\.en:2: token '</s>' is a fairseq special symbol"):
+    with pytest.raises(InputError, match=r"train\.en:2: token '</s>' is one of fairseq's special symbols"):
         run(args(prefix, tmp_path / "bin"))
 
 
@@ -549,3 +549,53 @@ def test_checkpoint_of_another_data_bin_is_named_as_such(small_bin):
                               "checkpoints", "transformer_dep_rel.pt")
     with pytest.raises(UsageError, match="the checkpoint does not fit this data-bin"):
         checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": str(small_bin)})
+
+
+# ------------------------------------------------------------ second hostile round
+def test_a_log_of_the_user_in_the_data_bin_is_not_ours(tmp_path):
+    prefix = corpus(tmp_path)
+    run(args(prefix, tmp_path / "bin"))
+    write(tmp_path / "bin" / "preprocess.log", "my notes")
+    with pytest.raises(UsageError, match=r"did not write \(preprocess\.log\)"):
+        run(args(prefix, tmp_path / "bin", "--overwrite"))
+
+
+@pytest.mark.parametrize("blank", ["\u3164", "\u2800", "\u200b\u2060"])
+def test_lines_of_blank_glyphs_hold_no_sentence(tmp_path, blank):
+    from fairseq_syntax_preprocess.fileio import is_visible
+
+    assert not is_visible(blank) and is_visible("a" + blank)
+    src = [SRC[0], blank, SRC[2]]
+    prefix = corpus(tmp_path, src=src, conllu=conllu_for([SRC[0], "x", SRC[2]]))
+    with pytest.raises(InputError, match=r"train\.en:2: no visible token"):
+        run(args(prefix, tmp_path / "bin"))
+
+
+def test_too_little_text_for_bpe_names_the_train_file(tmp_path):
+    from fairseq_syntax_core.errors import StageError
+
+    prefix = corpus(tmp_path, src=["A ."], tgt=["x ."], conllu=conllu_for(["A ."]))
+    with pytest.raises(StageError, match=r"train\.en: BPE learned no merges from the train split \(1 lines"):
+        run(args(prefix, tmp_path / "bin"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nsubj 5 #fairseq:overwrite\nnsubj 5 #fairseq:overwrite\n", r"'nsubj' is listed twice"),
+    ("\ufeffnsubj 5\n", r"DICT:1: starts with a byte-order mark"),
+])
+def test_dictionaries_fairseq_would_refuse_or_misread(tmp_path, text, message):
+    prefix = corpus(tmp_path)
+    write(tmp_path / "DICT", text)
+    with pytest.raises(InputError, match=message):
+        run(args(prefix, tmp_path / "bin", "--labeldict", str(tmp_path / "DICT")))
+
+
+def test_awsl_on_a_missing_split_names_the_data_bin(tmp_path):
+    from .conftest import call, tool
+
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
+    result = call([tool("fairseq-syntax-awsl"), os.path.join(fixture, "data-bin"), "--path",
+                   os.path.join(fixture, "checkpoints", "transformer_gps.pt"), "--out", "aw/r", "--cpu"],
+                  cwd=tmp_path, expect_ok=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "data-bin: has no split 'valid'" in result.stderr

@@ -54,7 +54,10 @@ def load(data: str, path: str, split: str, cpu: bool):
     model = models[0].eval()
     if torch.cuda.is_available() and not cpu:
         model = model.cuda()
-    task.load_dataset(split)
+    try:
+        task.load_dataset(split)
+    except FileNotFoundError:
+        raise InputError(data, None, f"has no split {split!r} for this language pair: give --split (e.g. test)") from None
     return model, task, task.dataset(split)
 
 

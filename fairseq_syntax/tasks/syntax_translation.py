@@ -2,7 +2,6 @@
 
 import logging
 import os
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Optional, Set
 
@@ -22,7 +21,7 @@ from fairseq_syntax.data.syntax_dataset import (
 )
 from fairseq_syntax_core.databin import LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, SOURCE_STREAMS, dictionary_path, stream_prefix
 from fairseq_syntax_core.errors import DataBinError
-from fairseq_syntax_preprocess.fileio import BOM
+from fairseq_syntax_preprocess.fileio import BOM, is_visible
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +190,7 @@ class SyntaxTranslationTask(TranslationTask):
         tokens = []
         for line in lines:
             line = line.lstrip(BOM)
-            if not any(unicodedata.category(c)[0] not in "CZ" for c in line):
+            if not is_visible(line):
                 line = ""  # only spaces, control or zero-width characters: an empty line
             text = encode_fn(line)
             ids = self.source_dictionary.encode_line(text, add_if_not_exist=False).long()
