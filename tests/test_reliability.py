@@ -517,6 +517,8 @@ def test_invisible_only_line_is_an_empty_sentence(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("nsubj 3\nnsubj 2\n", r"DICT:2: 'nsubj' is listed twice \(first on line 1\)"),
     ("<pad> 3\n", r"DICT:1: '<pad>' is one of fairseq's special symbols"),
+    ("nsubj 5 #fairseq:overwrite\nnsubj 5 #fairseq:overwrite\n", r"DICT:2: 'nsubj' is listed twice"),
+    ("\ufeffnsubj 5\n", r"DICT:1: starts with a byte-order mark"),
 ])
 def test_dictionary_with_duplicates_or_specials(tmp_path, text, message):
     prefix = corpus(tmp_path)
@@ -577,17 +579,6 @@ def test_too_little_text_for_bpe_names_the_train_file(tmp_path):
     prefix = corpus(tmp_path, src=["A ."], tgt=["x ."], conllu=conllu_for(["A ."]))
     with pytest.raises(StageError, match=r"train\.en: BPE learned no merges from the train split \(1 lines"):
         run(args(prefix, tmp_path / "bin"))
-
-
-@pytest.mark.parametrize("text, message", [
-    ("nsubj 5 #fairseq:overwrite\nnsubj 5 #fairseq:overwrite\n", r"'nsubj' is listed twice"),
-    ("\ufeffnsubj 5\n", r"DICT:1: starts with a byte-order mark"),
-])
-def test_dictionaries_fairseq_would_refuse_or_misread(tmp_path, text, message):
-    prefix = corpus(tmp_path)
-    write(tmp_path / "DICT", text)
-    with pytest.raises(InputError, match=message):
-        run(args(prefix, tmp_path / "bin", "--labeldict", str(tmp_path / "DICT")))
 
 
 def test_awsl_on_a_missing_split_names_the_data_bin(tmp_path):
