@@ -7,6 +7,8 @@ import pytest
 from .conftest import call, tool
 from .test_cli_e2e import outside, train  # noqa: F401  (the module fixture)
 
+pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
+
 
 def test_awsl_command_writes_table_and_plot(outside):  # noqa: F811
     checkpoint = train(outside, "transformer_gps", "ckpt_awsl", "--gps-label-dim", "8", "--gps-path-dim", "16",

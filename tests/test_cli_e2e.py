@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import REPO, SAMPLE, call, spacy_model, tool
 
+pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
+
 TINY = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
     "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",

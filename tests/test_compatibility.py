@@ -14,6 +14,8 @@ import pytest
 
 from .conftest import call, tool
 
+pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
+
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
 ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(FIXTURE, "checkpoints")))
 

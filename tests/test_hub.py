@@ -8,6 +8,8 @@ import pytest
 
 from .conftest import REPO, spacy_model
 
+pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
+
 
 def test_hub_translate_parses_raw_text(multi30k_bin, tmp_path):
     spacy_model()

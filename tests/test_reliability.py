@@ -163,6 +163,7 @@ def _all_dead(pids, seconds=10.0):
     return not any(_running(p) for p in pids)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, signum):
@@ -180,6 +181,7 @@ def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, signum):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".bin.")]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 def test_sigkill_children_die_and_next_run_removes_the_leftovers(tmp_path):
     process = _start_preprocess(tmp_path)
@@ -581,6 +583,7 @@ def test_too_little_text_for_bpe_names_the_train_file(tmp_path):
         run(args(prefix, tmp_path / "bin"))
 
 
+@pytest.mark.slow
 def test_awsl_on_a_missing_split_names_the_data_bin(tmp_path):
     from .conftest import call, tool
 
