@@ -3,6 +3,7 @@
 import gzip
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -136,3 +137,117 @@ def multi30k_bin(tmp_path_factory):
     ]))
     assert summary["sentences"] == 380
     return destdir
+
+
+# ------------------------------------------------ end-to-end runs of the installed commands
+#: tiny model flags for fairseq-train
+CLI_TINY = [
+    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+]
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory, multi30k_bin):
+    """A working directory outside the repo holding a copy of the data-bin."""
+    work = tmp_path_factory.mktemp("outside")
+    assert not str(work).startswith(REPO)
+    shutil.copytree(multi30k_bin, work / "data-bin")
+    return work
+
+
+def train(work, arch, save_dir, *extra):
+    """A tiny model trained 12 updates by the installed fairseq-train in ``work``; returns its checkpoint."""
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          "--arch", arch, *CLI_TINY, "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500",
+          "--max-update", "12", "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
+          "--seed", "1", *extra], cwd=work)
+    return os.path.join(save_dir, "checkpoint_last.pt")
+
+
+# --------------------------------------------- tiny models on paper 003 Table I's sentence
+# (shared by the model tests; the plugin is imported here, after the pipeline is mapped above)
+import types  # noqa: E402
+from typing import Dict, List, Sequence, Tuple  # noqa: E402
+
+import torch  # noqa: E402
+from fairseq import options  # noqa: E402
+from fairseq.data import Dictionary  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+import fairseq_syntax  # noqa: E402,F401  (registers models, task, criterion)
+from fairseq_syntax.data.syntax_features import append_eos, collate_features, sentence_features  # noqa: E402
+from fairseq_syntax.models import syntax_transformer as rt  # noqa: E402
+
+# paper 003 Table I
+TABLE1_WORDS = "It is a good thing for people .".split()
+TABLE1_POS = "PRP VBZ DT JJ NN IN NNS .".split()
+TABLE1_LABELS = "sbj root det amod obj case nmod punct".split()
+TABLE1_HEADS = [2, 0, 5, 5, 2, 7, 5, 2]
+TABLE1_DEPTH = [2, 1, 3, 3, 2, 4, 3, 2]  # root = 1
+
+
+def dictionary(symbols: Sequence[str]) -> Dictionary:
+    d = Dictionary()
+    for s in symbols:
+        d.add_symbol(s)
+    return d
+
+
+WORDS = dictionary(TABLE1_WORDS + list("abcdefgh"))
+LABELS = dictionary(TABLE1_LABELS + ["<subword>"])
+POS = dictionary(TABLE1_POS)
+TASK = types.SimpleNamespace(source_dictionary=WORDS, target_dictionary=WORDS, label_dict=LABELS, pos_dict=POS)
+
+TINY = [
+    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--syntax-feature-dim", "4", "--nsd-max-distance", "8", "--dropout", "0.0",
+]
+
+
+def parse(arch: str, extra: Sequence[str] = (), tiny: bool = True):
+    parser = options.get_training_parser(default_task="translation")
+    return options.parse_args_and_arch(parser, ["/nonexistent-data-dir", "--arch", arch, *(TINY if tiny else []), *extra])
+
+
+def build(arch: str, extra: Sequence[str] = ()):
+    args = parse(arch, extra)
+    model = rt.SyntaxTransformerModel.build_model(args, TASK).double().eval()
+    return model, args
+
+
+def table1_features(requested) -> Dict[str, Tensor]:
+    """Table I's sentence as the dataset gives it (``</s>`` appended, attached to the root)."""
+    heads, labels, pos = append_eos(
+        torch.tensor(TABLE1_HEADS),
+        torch.tensor([LABELS.index(x) for x in TABLE1_LABELS]),
+        torch.tensor([POS.index(x) for x in TABLE1_POS]),
+        LABELS.eos(), POS.eos(),
+    )
+    return sentence_features(heads, labels, pos, requested)
+
+
+def table1_tokens() -> Tensor:
+    return torch.tensor([WORDS.index(w) for w in TABLE1_WORDS] + [WORDS.eos()])
+
+
+def batch(model, sentences: List[Tuple[Tensor, Dict[str, Tensor]]]):
+    """Left-padded batch of (tokens, features), as the task collates it."""
+    width = max(len(t) for t, _ in sentences)
+    src = torch.full((len(sentences), width), WORDS.pad(), dtype=torch.long)
+    for b, (tokens, _) in enumerate(sentences):
+        src[b, width - len(tokens):] = tokens
+    syntax = collate_features([f for _, f in sentences], {"labels": LABELS.pad(), "pos": POS.pad()}, True, width)
+    lengths = torch.tensor([len(t) for t, _ in sentences])
+    return src, lengths, syntax
+
+
+def other_sentence(requested) -> Tuple[Tensor, Dict[str, Tensor]]:
+    heads = [2, 0, 2]  # "a b c": b is the root
+    h, l, p = append_eos(torch.tensor(heads), torch.tensor([LABELS.index("det"), LABELS.index("root"), LABELS.index("obj")]),
+                         torch.tensor([POS.index("DT"), POS.index("NN"), POS.index("VBZ")]), LABELS.eos(), POS.eos())
+    tokens = torch.tensor([WORDS.index("a"), WORDS.index("b"), WORDS.index("c"), WORDS.eos()])
+    return tokens, sentence_features(h, l, p, requested)

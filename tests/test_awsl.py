@@ -4,13 +4,12 @@ import csv
 
 import pytest
 
-from .conftest import call, tool
-from .test_cli_e2e import outside, train  # noqa: F401  (the module fixture)
+from .conftest import call, tool, train
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
 
 
-def test_awsl_command_writes_table_and_plot(outside):  # noqa: F811
+def test_awsl_command_writes_table_and_plot(outside):
     checkpoint = train(outside, "transformer_gps", "ckpt_awsl", "--gps-label-dim", "8", "--gps-path-dim", "16",
                        "--encoder-layers", "2", "--gps-layers", "all")
     result = call([tool("fairseq-syntax-awsl"), "data-bin", "--path", checkpoint, "--split", "valid",
@@ -29,7 +28,7 @@ def test_awsl_command_writes_table_and_plot(outside):  # noqa: F811
     assert "layer 0" in result.stdout
 
 
-def test_awsl_refuses_a_model_without_syntax_layers(outside):  # noqa: F811
+def test_awsl_refuses_a_model_without_syntax_layers(outside):
     checkpoint = train(outside, "transformer_pascal", "ckpt_awsl_pascal", "--pascal-heads", "1",
                        "--max-update", "1")
     result = call([tool("fairseq-syntax-awsl"), "data-bin", "--path", checkpoint, "--out", "x", "--cpu"],

@@ -9,33 +9,9 @@ import shutil
 
 import pytest
 
-from .conftest import REPO, SAMPLE, call, spacy_model, tool
+from .conftest import CLI_TINY, SAMPLE, call, spacy_model, tool, train
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
-
-TINY = [
-    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-]
-
-
-@pytest.fixture(scope="module")
-def outside(tmp_path_factory, multi30k_bin):
-    """A working directory outside the repo holding a copy of the data-bin."""
-    work = tmp_path_factory.mktemp("outside")
-    assert not str(work).startswith(REPO)
-    shutil.copytree(multi30k_bin, work / "data-bin")
-    return work
-
-
-def train(work, arch, save_dir, *extra):
-    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
-          "--arch", arch, *TINY, "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500",
-          "--max-update", "12", "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar",
-          "--seed", "1", *extra], cwd=work)
-    return os.path.join(save_dir, "checkpoint_last.pt")
-
 
 def generate(work, checkpoint):
     result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
@@ -151,7 +127,7 @@ def sample_model(tmp_path_factory):
     call([tool("fairseq-syntax-preprocess"), "-s", "en", "-t", "de", "--trainpref", "train", "--testpref", "test",
           "--destdir", "data-bin", "--parser", model, "--bpe-symbols", "300", "--joined-dictionary"], cwd=work)
     call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
-          "--arch", "transformer_dep", *TINY, "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000",
+          "--arch", "transformer_dep", *CLI_TINY, "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000",
           "--max-update", "30", "--save-dir", "ckpt", "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1",
           "--valid-subset", "test"], cwd=work)
     return work

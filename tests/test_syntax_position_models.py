@@ -1,4 +1,4 @@
-"""Issue 4 models in ``syntax_transformer``: transformer_gps (paper 001), transformer_pascal, transformer_structural.
+"""Syntactic-position models in ``syntax_transformer``: transformer_gps (paper 001), transformer_pascal, transformer_structural.
 
 The components themselves are unit-tested in test_gps.py, test_pascal.py and test_structural.py; this file
 checks their wiring: flags and presets, the side inputs each arch asks for, which layers get what, left-padding
@@ -8,10 +8,9 @@ invariance of the whole encoder, and a bf16 forward.
 import pytest
 import torch
 
-from fairseq_syntax.models import syntax_transformer as rt
 from fairseq_syntax.modules.parent_attention import ParentScaledWeights
 
-from .test_syntax_inputs import LABELS, batch, build, other_sentence, parse, table1_features, table1_tokens
+from .conftest import LABELS, batch, build, other_sentence, parse, table1_features, table1_tokens
 
 ARCHS = {
     "transformer_gps": ["--gps-label-dim", "8", "--gps-path-dim", "12"],
