@@ -1,6 +1,6 @@
 """Where a data-bin is written, and what ``--overwrite`` may replace.
 
-A run writes into ``.NAME.tmp-HOST-PID-XXXX`` beside ``--destdir`` and renames it into place
+A run writes into ``.NAME.tmp-HOST-PID-<random suffix>`` beside ``--destdir`` and renames it into place
 only when every file is complete. ``--overwrite`` replaces only a directory that is
 recognisably a data-bin made by this pipeline: it holds a ``syntax.json`` of ours, and
 nothing but the files the pipeline writes (dictionaries, ``.bin``/``.idx``, ``.conllu``,
