@@ -24,6 +24,8 @@ setup(
         "fairseq_syntax.tasks",
         "fairseq_syntax.modules",
         "fairseq_syntax.models",
+        "fairseq_syntax.models.syntax_transformer",
+        "fairseq_syntax.models.syntax_transformer.components",
         "fairseq_syntax.criterions",
         "fairseq_syntax.analysis",
         "fairseq_syntax_core",

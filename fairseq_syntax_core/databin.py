@@ -15,9 +15,11 @@ lists in ``syntax.json`` (``parsed_langs``).
 
 import os
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
+
+from .stream_checks import Problem, check_heads
 
 METADATA_FILE = "syntax.json"
 CODES_FILE = "bpe.codes"
@@ -37,11 +39,15 @@ class Stream:
     """One side-file stream.
 
     ``granularity`` ``token``: one value per piece of the line (``</s>`` excluded: the dataset
-    adds its entry); ``node``: one value per tree node, with a length of its own. ``dictionary``
+    adds its entry), so its sizes must equal the source's minus one; ``node``: one value per
+    tree node (e.g. the ``n - 1`` internal nodes of a binary constituency tree), with a length
+    of its own; batches carry it as its own padded ``(B, N)`` tensor and a ``NAME_mask``
+    (``fairseq_syntax/data/syntax_dataset.py``). ``dictionary``
     names ``dict.L.DICTIONARY.txt`` for symbol streams, stored as ids in the smallest integer
     type that holds the dictionary (``dtype`` None); integer streams have no dictionary and
     store ``dtype`` values. ``field`` is the attribute of the pipeline's piece tree the values
-    come from.
+    come from. ``validator`` checks the whole split on load (:mod:`.stream_checks`; symbol
+    streams are also checked against their dictionary).
     """
 
     name: str
@@ -51,10 +57,11 @@ class Stream:
     granularity: str
     field: str
     help: str
+    validator: Optional[Callable[[np.ndarray, np.ndarray], Problem]] = None
 
 
 HEAD = Stream("head", SOURCE, np.int32, None, TOKEN, "heads",
-              "1-based position of the piece's head within the line, 0 for a root")
+              "1-based position of the piece's head within the line, 0 for a root", check_heads)
 LABEL = Stream("deplabel", SOURCE, None, "deplabel", TOKEN, "labels", "dependency-label id")
 POS = Stream("pos", SOURCE, None, "pos", TOKEN, "pos", "POS-tag id")
 

@@ -26,7 +26,7 @@ Batched form, ``parents``: ``LongTensor (B, T)`` (any leading shape ``(..., T)``
     forest (no cycles); use :func:`validate_heads` on the stored form first.
 
 Depth: root depth 0 (paper 000, Omote et al. 2019, sec. 4); paper 003 counts
-    the root as depth 1 (:func:`paper003_tree_depth`).
+    the root as depth 1 (:func:`duan_tree_depth`).
 
 The EOS token that fairseq appends to the source is **not** handled here: the
 dataset appends its entry before any derivation (it attaches to the line's last
@@ -52,7 +52,7 @@ __all__ = [
     "root_index",
     "relative_depth",
     "parent_position",
-    "paper003_tree_depth",
+    "duan_tree_depth",
     "dependency_distance",
     "ancestor_matrix",
     "tree_distance",
@@ -280,7 +280,7 @@ def parent_position(heads: Tensor) -> Tensor:
     return torch.as_tensor(heads).long().clone()
 
 
-def paper003_tree_depth(parents: Tensor) -> Tensor:
+def duan_tree_depth(parents: Tensor) -> Tensor:
     """Paper 003 Table I "tree depth": :func:`tree_depth` + 1 (the root counts as 1).
 
     E.g. "It is a good thing for people ." -> ``[2, 1, 3, 3, 2, 4, 3, 2]``.
@@ -391,7 +391,9 @@ def root_paths(parents: Tensor, labels: Tensor, pad: int) -> Tuple[Tensor, Tenso
     return paths.reshape(*shape, D), (depth + 1).reshape(shape)
 
 
-def structural_relative_position(parents: Tensor, depth: Optional[Tensor] = None) -> Tensor:
+def structural_relative_position(
+    parents: Tensor, depth: Optional[Tensor] = None, off_path: str = "depth-sum"
+) -> Tensor:
     """Relative structural position of Wang et al. (2019b, EMNLP), sec. 2.2.
 
     Wang et al. take the absolute structural position of a word as its
@@ -402,9 +404,17 @@ def structural_relative_position(parents: Tensor, depth: Optional[Tensor] = None
     * ``abs(x_i) - abs(x_j)`` when ``i`` and ``j`` lie on one root path
       (``j`` is ``i``, an ancestor of ``i``, or a descendant of ``i``:
       :func:`ancestor_matrix` or its transpose);
-    * otherwise ``sign(i - j) * (abs(x_i) + abs(x_j))``: the two depths added
-      (the length of the path through the origin) and signed by the sequential
-      direction (positive when the key precedes the query, ``0`` for ``i = j``).
+    * otherwise (``off_path``), signed by the sequential direction (positive
+      when the key precedes the query):
+
+      - ``"depth-sum"`` (default, our reading of Wang et al.):
+        ``sign(i - j) * (abs(x_i) + abs(x_j))``, the path through the origin;
+      - ``"tree-path"`` (paper 001's description of Wang et al.: "the length of
+        the shortest path between two nodes"): ``sign(i - j) * tree_distance(i, j)``
+        (:func:`tree_distance`; the path through the lowest common ancestor).
+        Tokens of different trees, which have no tree path, keep the depth sum.
+
+      Wang et al.'s own text could not be checked here; both are offered.
 
     All values are "query minus key". ``parents (B, T)`` -> ``LongTensor (B, T, T)``
     (``out[b, i, j]``, row = query). Positions are those of the padded row,
@@ -427,7 +437,14 @@ def structural_relative_position(parents: Tensor, depth: Optional[Tensor] = None
     d_j = depth.unsqueeze(-2)
     idx = torch.arange(T, device=p.device)
     direction = torch.sign(idx.unsqueeze(-1) - idx.unsqueeze(-2))  # (T, T): sign(i - j)
-    out = torch.where(on_path, d_i - d_j, direction * (d_i + d_j))
+    if off_path == "depth-sum":
+        across = d_i + d_j
+    elif off_path == "tree-path":
+        dist = tree_distance(p)
+        across = torch.where(dist >= 0, dist, d_i + d_j)
+    else:
+        raise ValueError(f"off_path must be 'depth-sum' or 'tree-path', got {off_path!r}")
+    out = torch.where(on_path, d_i - d_j, direction * across)
     return out.reshape(*shape, T)
 
 

@@ -307,12 +307,17 @@ def test_arch_presets_and_cli() -> None:
         "transformer_dep_rel", ["--rel-seq-k", "4", "--rel-dep-l", "3", "--decoder-rel-seq-k", "0", "--rel-no-values"]
     )
     assert (args.rel_seq_k, args.rel_dep_l, args.decoder_rel_seq_k) == (4, 3, 0)
-    layer = model.encoder.layers[0]
-    assert layer.rel_seq_embed.key_table.shape == (9, 4) and layer.rel_seq_embed.value_table is None
-    assert layer.rel_dep_embed.key_table.shape == (7, 4)
+    terms = model.encoder.layers[0].attention_terms
+    assert terms["shaw"].key_table.shape == (9, 4) and terms["shaw"].value_table is None
+    assert terms["dependency_depth"].key_table.shape == (7, 4)
     assert model.decoder.layers[0].rel_seq_embed is None
     # per-layer tables
-    assert model.encoder.layers[0].rel_dep_embed.key_table is not model.encoder.layers[1].rel_dep_embed.key_table
+    deeper = model.encoder.layers[1].attention_terms
+    assert terms["dependency_depth"].key_table is not deeper["dependency_depth"].key_table
+    # the 0.1 spelling and the switch give the same model
+    for flag in (["--no-rel-values"], ["--rel-values", "false"]):
+        _, _, same = build_tiny("transformer_dep_rel", flag)
+        assert same.rel_values is False and same.rel_keys is True
     big = argparse_defaults("transformer_rel_iwslt_de_en")
     assert (big.encoder_embed_dim, big.encoder_ffn_embed_dim, big.encoder_attention_heads, big.encoder_layers) == (512, 1024, 4, 6)
     assert big.rel_seq_k == 2 and big.decoder_rel_seq_k == 2

@@ -62,6 +62,20 @@ def test_wang_relative_structural_positions_by_hand():
     assert structural_relative_position(parents[0]).tolist() == TABLE
 
 
+def test_tree_path_reading_differs_only_below_the_root():
+    """``off_path="tree-path"``: words off one root path are as far apart as their shortest tree path.
+
+    Only "a" and "red" (siblings under "car") have a lowest common ancestor other than the root:
+    their path a-car-red is 2 long, where the depth sum (the path through the root) is 4.
+    """
+    parents = parents_from_heads(torch.tensor([HEADS]))
+    expected = [row[:] for row in TABLE]
+    expected[3][4], expected[4][3] = -2, 2
+    assert structural_relative_position(parents, off_path="tree-path")[0].tolist() == expected
+    with pytest.raises(ValueError, match="off_path"):
+        structural_relative_position(parents, off_path="shortest")
+
+
 def test_multi_root_and_left_padding():
     parents = parents_from_heads(torch.tensor([MULTI_HEADS]))
     rel = structural_relative_position(parents)[0]

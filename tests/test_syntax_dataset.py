@@ -62,17 +62,23 @@ class _Stream:
         return torch.from_numpy(self.items[i])
 
 
+def _check(src_sizes, head, symbols=None, limit=10):
+    symbols = symbols or _Stream([[4, 5], [4, 5, 6]])
+    streams = {"head": head, "deplabel": symbols, "pos": symbols}
+    check_streams("valid", np.array(src_sizes), streams, {"deplabel": limit, "pos": limit})
+
+
 def test_check_streams_names_split_and_sentence():
     good = _Stream([[0, 1], [2, 0, 2]])
-    check_streams("valid", np.array([3, 4]), good, good, good)
+    _check([3, 4], good)
     with pytest.raises(SideFileError, match=r"split 'valid', sentence 1: the head side-file has 3 entries for a source of 4"):
-        check_streams("valid", np.array([3, 5]), good, good, good)
-    bad_range = _Stream([[0, 1], [2, 0, 7]])
-    with pytest.raises(SideFileError, match=r"sentence 1: head 7 is outside 0..3"):
-        check_streams("valid", np.array([3, 4]), bad_range, good, good)
-    cycle = _Stream([[0, 1], [2, 3, 1]])
-    with pytest.raises(SideFileError, match=r"sentence 1: token 1 does not reach a root"):
-        check_streams("valid", np.array([3, 4]), cycle, good, good)
+        _check([3, 5], good)
+    with pytest.raises(SideFileError, match=r"sentence 1: the head side-file: head 7 is outside 0..3"):
+        _check([3, 4], _Stream([[0, 1], [2, 0, 7]]))
+    with pytest.raises(SideFileError, match=r"sentence 1: the head side-file: token 1 does not reach a root"):
+        _check([3, 4], _Stream([[0, 1], [2, 3, 1]]))
+    with pytest.raises(SideFileError, match=r"sentence 1: the deplabel side-file: id 12 is outside its dictionary of 10"):
+        _check([3, 4], good, _Stream([[4, 5], [4, 12, 6]]))
 
 
 # ------------------------------------------------------------- real data through the task
@@ -122,3 +128,67 @@ def test_not_a_syntax_data_bin(tmp_path):
         (tmp_path / f"dict.{lang}.txt").write_text("a 1\n")
     with pytest.raises(DataBinError, match=r"syntax\.json: not found: this is not a data-bin made by fairseq-syntax-preprocess"):
         setup_task(tmp_path)
+
+
+# ------------------------------------------------------------- a stream of another shape
+def _add_node_stream(data_bin, monkeypatch, lengths_of, values_of=None):
+    """Register a node-level stream (one value per internal node of a binary tree: n - 1 per line of
+    n pieces) and write it for every split of ``data_bin``, as a later pipeline stage would."""
+    import json
+
+    from fairseq.data import data_utils
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    from fairseq_syntax_core import databin
+    from fairseq_syntax_core.stream_checks import check_non_negative
+
+    stream = databin.Stream("test_nodes", databin.SOURCE, np.int32, None, databin.NODE, "nodes",
+                            "a test stream of n - 1 node values", check_non_negative)
+    monkeypatch.setitem(databin.STREAMS, stream.name, stream)
+    for split in ("train", "valid", "test"):
+        src = data_utils.load_indexed_dataset(str(data_bin / f"{split}.en-de.en"), None, "mmap")
+        prefix = str(data_bin / f"{split}.en-de.en.{stream.name}")
+        builder = MMapIndexedDatasetBuilder(prefix + ".bin", dtype=np.int32)
+        for i in range(len(src)):
+            n = int(src.sizes[i]) - 1  # pieces without </s>
+            values = values_of(i, n) if values_of else np.arange(lengths_of(n), dtype=np.int32)
+            builder.add_item(torch.from_numpy(np.asarray(values, dtype=np.int32)))
+        builder.finalize(prefix + ".idx")
+    meta_path = data_bin / "syntax.json"
+    meta = json.loads(meta_path.read_text())
+    meta["parsed_langs"]["en"].append(stream.name)
+    meta_path.write_text(json.dumps(meta))
+
+
+def test_node_level_stream_collates_to_its_own_padded_tensor_and_mask(multi30k_bin, tmp_path, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "bin"
+    shutil.copytree(multi30k_bin, copy)
+    _add_node_stream(copy, monkeypatch, lambda n: max(n - 1, 0))
+    task = setup_task(copy)
+    task.syntax_requested.update({"test_nodes", "depth"})
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    batch = dataset.collater([dataset[i] for i in range(6)])
+    syntax = batch["net_input"]["src_syntax"]
+    src = batch["net_input"]["src_tokens"]
+    nodes, mask = syntax["test_nodes"], syntax["test_nodes_mask"]
+    assert syntax["depth"].shape == src.shape  # token streams keep the source's shape
+    lengths = src.ne(task.source_dictionary.pad()).sum(1) - 2  # n - 1 nodes for n pieces + </s>
+    assert nodes.shape == (src.size(0), int(lengths.max())) and mask.dtype == torch.bool
+    assert mask.sum(1).tolist() == lengths.tolist()
+    for row in range(src.size(0)):
+        n = int(lengths[row])
+        assert nodes[row, :n].tolist() == list(range(n)) and not mask[row, n:].any()
+
+
+def test_node_level_stream_is_validated_on_load(multi30k_bin, tmp_path, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "bin"
+    shutil.copytree(multi30k_bin, copy)
+    _add_node_stream(copy, monkeypatch, None, values_of=lambda i, n: [-1] * n if i == 3 else [0] * n)
+    task = setup_task(copy)
+    with pytest.raises(DataBinError, match=r"split 'valid', sentence 3: the test_nodes side-file: value -1 is negative"):
+        task.load_dataset("valid")

@@ -55,7 +55,7 @@ def test_duan_table1_features():
     assert [LABELS[i] for i in feats["labels"][:-1]] == TABLE1_LABELS
     assert [POS[i] for i in feats["pos"][:-1]] == TABLE1_POS
     parents = trees.parents_from_heads(torch.tensor(TABLE1_HEADS))
-    assert trees.paper003_tree_depth(parents).tolist() == TABLE1_DEPTH
+    assert trees.duan_tree_depth(parents).tolist() == TABLE1_DEPTH
 
 
 def test_duan_table1_features_as_embedding_inputs():
@@ -67,7 +67,7 @@ def test_duan_table1_features_as_embedding_inputs():
     src, lengths, syntax = batch(model, [(table1_tokens(), feats)])
     _, embed = enc.forward_embedding(src, src_syntax=syntax)
     s = math.sqrt(4)
-    tables = enc.syntax_embed.tables
+    tables = enc.input_components["features"].embed.tables
     expected = torch.cat([
         enc.embed_scale * enc.embed_tokens(src),
         s * tables["pos"].weight[torch.tensor([POS.index(x) for x in TABLE1_POS] + [POS.eos()])].unsqueeze(0),
@@ -171,13 +171,14 @@ def test_nsd_input_combinations_eqs8_to_10(mode, dim):
     src, _, syntax = batch(model, [(table1_tokens(), feats)])
     _, embed = enc.forward_embedding(src, src_syntax=syntax)
     word = enc.embed_scale * enc.embed_tokens(src)
-    e = enc.nsd_embed.embed.weight[torch.tensor([[-1, 2, -2, -1, 3, -1, 2, 6, 7]]) + 8 + 1] * enc.nsd_embed.scale
+    nsd = enc.input_components["nsd_input"].embed
+    e = nsd.embed.weight[torch.tensor([[-1, 2, -2, -1, 3, -1, 2, 6, 7]]) + 8 + 1] * nsd.scale
     if mode == "concat":
         expected = torch.cat([word, e], -1)  # eq. 8
     elif mode == "add":
         expected = word + e  # eq. 9
     else:
-        expected = enc.nsd_embed.combine(torch.cat([word, e], -1))  # eq. 10: W_f [x ; e] + b_f
+        expected = nsd.combine(torch.cat([word, e], -1))  # eq. 10: W_f [x ; e] + b_f
     torch.testing.assert_close(embed, expected)
 
 

@@ -66,24 +66,25 @@ def test_preset_defaults_and_flag_overrides():
     for arch in ("transformer_dep_rel", "transformer_nsd", "syntax_transformer"):
         model, _ = build(arch, ["--nsd-max-distance", "8"] if arch == "transformer_nsd" else [])
         enc = model.encoder
-        assert enc.path_encoder is None and enc.parent_weights is None and enc.structural_pe is None
-        assert all(l.gps_logits is None and not l.pascal and l.rel_stru_embed is None for l in enc.layers)
+        assert not {"gps", "pascal", "structural"} & set(enc.attention_components)
+        assert "structural_position" not in enc.input_components
+        assert not any({"gps", "pascal", "structural"} & set(l.attention_terms) for l in enc.layers)
 
 
 def test_layer_placement():
     three = ["--encoder-layers", "3"]
     model, _ = build("transformer_gps", three)
-    assert [l.gps_logits is not None for l in model.encoder.layers] == [True, False, False]
+    assert ["gps" in l.attention_terms for l in model.encoder.layers] == [True, False, False]
     model, _ = build("transformer_gps", three + ["--gps-layers", "all"])
-    assert [l.gps_logits is not None for l in model.encoder.layers] == [True, True, True]
+    assert ["gps" in l.attention_terms for l in model.encoder.layers] == [True, True, True]
     model, _ = build("transformer_gps", three + ["--gps-layers", "2,1"])
-    assert [l.gps_logits is not None for l in model.encoder.layers] == [False, True, True]
-    assert model.encoder.gps_layers == (1, 2)
+    assert ["gps" in l.attention_terms for l in model.encoder.layers] == [False, True, True]
+    assert model.encoder.component_layers("gps") == (1, 2)
     model, _ = build("transformer_pascal", three + ["--pascal-heads", "1", "--pascal-layers", "1"])
-    assert [l.pascal for l in model.encoder.layers] == [False, True, False]
+    assert ["pascal" in l.attention_terms for l in model.encoder.layers] == [False, True, False]
     model, _ = build("transformer_structural", three)
-    assert all(l.rel_stru_embed is not None and l.rel_stru_embed.max_distance == 8 for l in model.encoder.layers)
-    assert model.encoder.structural_pe is not None
+    assert all(l.attention_terms["structural"].max_distance == 8 for l in model.encoder.layers)
+    assert "structural_position" in model.encoder.input_components
 
 
 def test_bad_options_are_refused():
@@ -153,16 +154,33 @@ def test_pascal_scale_in_the_parent_heads_only():
     attn.record_logits = True
     model.encoder(src, lengths, src_syntax=syntax)
     scale = attn.recorded_logits["logit_scale"]
-    expected = ParentScaledWeights(2, 1, variance=2.0, subword_label=LABELS.index("<subword>"))(
-        syntax["parents"], syntax["labels"]
-    )
+    expected = ParentScaledWeights(
+        2, 1, variance=2.0, subword_label=LABELS.index("<subword>"), eos_label=LABELS.eos(), eos_self=True
+    )(syntax["parents"], syntax["labels"])
     torch.testing.assert_close(scale, expected.to(scale.dtype))
     assert torch.all(scale[:, 1] == 1)  # the second head is a normal head
-    # each token's largest weight is at its parent (roots: themselves), peak 1/sqrt(2 pi sigma^2)
+    # each token's largest weight is at its parent (roots: themselves), peak 1/sqrt(2 pi sigma^2);
+    # </s> is its own parent, as in PASCAL's code
     peak = scale[:, 0].argmax(-1)
     real = src.ne(1)
-    assert torch.equal(peak[real], syntax["parents"][real])
+    eos = syntax["labels"].eq(LABELS.eos())
+    parent = torch.where(eos, torch.arange(src.size(1)).expand_as(src), syntax["parents"])
+    assert eos.sum() == 2 and torch.equal(peak[real], parent[real])
     assert scale[:, 0].max().item() == pytest.approx((2 * torch.pi * 2.0) ** -0.5, rel=1e-6)
+
+
+def test_pascal_eos_parent_last_root_is_the_trees_parent():
+    """``--pascal-eos-parent last-root`` (0.1's behaviour): ``</s>`` looks at the line's last root."""
+    model, _ = build("transformer_pascal", ["--pascal-heads", "1", "--pascal-eos-parent", "last-root"])
+    long, short = two_sentences(model)
+    src, lengths, syntax = batch(model, [long, short])
+    attn = model.encoder.layers[0].self_attn
+    attn.record_logits = True
+    model.encoder(src, lengths, src_syntax=syntax)
+    peak = attn.recorded_logits["logit_scale"][:, 0].argmax(-1)
+    eos = syntax["labels"].eq(LABELS.eos())
+    assert torch.equal(peak[eos], syntax["parents"][eos])
+    assert not torch.equal(peak[eos], torch.arange(src.size(1)).expand_as(src)[eos])
 
 
 def test_subword_label_is_recorded_from_the_task():

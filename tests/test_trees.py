@@ -11,7 +11,7 @@ from fairseq_syntax_core.trees import (
     TreeError,
     ancestor_matrix,
     dependency_distance,
-    paper003_tree_depth,
+    duan_tree_depth,
     parent_position,
     parents_from_heads,
     relative_depth,
@@ -72,9 +72,9 @@ def test_duan_table1_features():
     table_tree_depth = [2, 1, 3, 3, 2, 4, 3, 2]
     assert len(words) == heads.numel()
     assert parent_position(heads).tolist() == table_parent_position
-    assert paper003_tree_depth(parents_from_heads(heads)).tolist() == table_tree_depth
+    assert duan_tree_depth(parents_from_heads(heads)).tolist() == table_tree_depth
     # batched form too
-    assert paper003_tree_depth(parents_from_heads(heads[None])).tolist() == [table_tree_depth]
+    assert duan_tree_depth(parents_from_heads(heads[None])).tolist() == [table_tree_depth]
     assert tree_depth(parents_from_heads(heads)).tolist() == [d - 1 for d in table_tree_depth]
 
 
@@ -175,7 +175,7 @@ def test_multi_root_line():
     parents = _parents(MULTI_HEADS)
     assert tree_depth(parents).tolist() == [[1, 0, 1, 1, 0, 1]]
     assert root_index(parents).tolist() == [[1, 1, 1, 4, 4, 4]]
-    assert paper003_tree_depth(parents).tolist() == [[2, 1, 2, 2, 1, 2]]
+    assert duan_tree_depth(parents).tolist() == [[2, 1, 2, 2, 1, 2]]
     dist = tree_distance(parents)[0]
     same = torch.tensor([0, 0, 0, 1, 1, 1])
     cross = same[:, None] != same[None, :]

@@ -67,7 +67,7 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
     from fairseq_syntax.modules.syntactic_position import syntax_logit_weights
 
     encoder = model.encoder
-    layers = tuple(getattr(encoder, "gps_layers", ()))
+    layers = tuple(encoder.component_layers("gps")) if hasattr(encoder, "component_layers") else ()
     if not layers:
         raise ValueError("this checkpoint has no syntactic-position layers (--gps-layers): nothing to analyse")
     attns = {i: encoder.layers[i].self_attn for i in layers}

@@ -7,9 +7,11 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 
+from fairseq_syntax_core.databin import HEAD, LABEL, NODE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
+from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import append_eos, collate_features, pad_values_for, sentence_features
+from .syntax_features import append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
 
 logger = logging.getLogger(__name__)
 
@@ -18,61 +20,37 @@ class SideFileError(UserError, ValueError):
     """Side-files that do not match their source text."""
 
 
-def check_symbol_ids(split: str, name: str, stream, dictionary_size: int) -> None:
-    """Every id of a symbol stream indexes its dictionary (else an embedding lookup fails)."""
-    flat = _flat(stream)
-    bad = np.flatnonzero((flat < 0) | (flat >= dictionary_size))
-    if len(bad):
-        sizes = np.asarray(stream.sizes, dtype=np.int64)
-        sentence = int(np.searchsorted(np.cumsum(sizes), bad[0], side="right"))
-        raise SideFileError(
-            f"split {split!r}, sentence {sentence}: the {name} side-file holds id {flat[bad[0]]}, outside its "
-            f"dictionary of {dictionary_size} symbols"
-        )
+def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object], limits: Dict[str, int]) -> None:
+    """Vectorized load-time checks of every loaded stream, by its registry entry.
 
-
-def check_streams(split: str, src_sizes: np.ndarray, heads, labels, pos) -> None:
-    """Vectorized load-time checks: lengths, head ranges and cycles, over the whole split.
-
-    Each source line holds ``n`` pieces plus ``</s>``, so every stream must hold ``n`` items.
-    The error names the split and the (0-based) sentence index.
+    Token streams must hold ``n`` items for a source line of ``n`` pieces plus ``</s>``; node
+    streams have their own lengths. Then each stream's validator, and for symbol streams the
+    id range of their dictionary (``limits``). The error names the split and the (0-based)
+    sentence index.
     """
     n = len(src_sizes)
-    for name, stream in (("head", heads), ("deplabel", labels), ("pos", pos)):
-        if len(stream) != n:
-            raise SideFileError(
-                f"split {split!r}: the {name} side-file has {len(stream)} sentences, the source {n}"
-            )
-        bad = np.flatnonzero(np.asarray(stream.sizes) + 1 != src_sizes)
-        if len(bad):
-            i = int(bad[0])
-            raise SideFileError(
-                f"split {split!r}, sentence {i}: the {name} side-file has {stream.sizes[i]} entries "
-                f"for a source of {src_sizes[i] - 1} tokens (+ </s>); {len(bad)} sentences differ"
-            )
-    flat = _flat(heads)
-    sizes = np.asarray(heads.sizes, dtype=np.int64)
-    sentence = np.repeat(np.arange(n), sizes)
-    length = sizes[sentence]
-    out_of_range = np.flatnonzero((flat < 0) | (flat > length))
-    if len(out_of_range):
-        k = int(out_of_range[0])
-        raise SideFileError(
-            f"split {split!r}, sentence {sentence[k]}: head {flat[k]} is outside 0..{length[k]}"
-        )
-    # one pointer-jumping pass over the whole split: every token must reach a root
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[sentence]
-    index = np.arange(len(flat))
-    parent = np.where(flat == 0, index, starts + flat - 1)
-    for _ in range(int(np.ceil(np.log2(max(int(sizes.max(initial=1)), 2)))) + 1):
-        parent = parent[parent]
-    stuck = np.flatnonzero(flat[parent] != 0)
-    if len(stuck):
-        k = int(stuck[0])
-        raise SideFileError(
-            f"split {split!r}, sentence {sentence[k]}: token {k - starts[k] + 1} does not reach a "
-            "root (a cycle in the stored heads)"
-        )
+    for name, data in streams.items():
+        stream = STREAMS[name]
+        if len(data) != n:
+            raise SideFileError(f"split {split!r}: the {name} side-file has {len(data)} sentences, the source {n}")
+        sizes = np.asarray(data.sizes, dtype=np.int64)
+        if stream.granularity == TOKEN:
+            bad = np.flatnonzero(sizes + 1 != src_sizes)
+            if len(bad):
+                i = int(bad[0])
+                raise SideFileError(
+                    f"split {split!r}, sentence {i}: the {name} side-file has {sizes[i]} entries "
+                    f"for a source of {src_sizes[i] - 1} tokens (+ </s>); {len(bad)} sentences differ"
+                )
+        checks = [stream.validator] if stream.validator is not None else []
+        if name in limits:
+            checks.append(lambda flat, sz, limit=limits[name]: check_ids_below(flat, sz, limit))
+        if checks:
+            flat = _flat(data)
+            for check in checks:
+                problem = check(flat, sizes)
+                if problem is not None:
+                    raise SideFileError(f"split {split!r}, sentence {problem[0]}: the {name} side-file: {problem[1]}")
 
 
 def _flat(dataset) -> np.ndarray:
@@ -84,8 +62,12 @@ def _flat(dataset) -> np.ndarray:
 
 
 class SyntaxLanguagePairDataset(BaseWrapperDataset):
-    """Adds ``net_input["src_syntax"]``: the features in ``requested``, padded like the source.
+    """Adds ``net_input["src_syntax"]``: the features in ``requested``.
 
+    ``streams`` maps registry names to the split's indexed datasets, ``dictionaries`` the
+    symbol streams to their dictionaries. Token features are derived from the ``head``,
+    ``deplabel`` and ``pos`` streams (:mod:`.syntax_features`) and padded like the source;
+    a requested node stream comes as its own ``(B, N)`` tensor and ``NAME_mask``.
     ``requested`` is shared with the task, which fills it from the models it builds, so a
     model receives only the side inputs it consumes (nothing for fairseq's ``transformer``).
     """
@@ -93,17 +75,15 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
     def __init__(
         self,
         dataset: LanguagePairDataset,
-        heads,
-        labels,
-        pos,
-        label_dict: Dictionary,
-        pos_dict: Dictionary,
+        streams: Dict[str, object],
+        dictionaries: Dict[str, Dictionary],
         requested: Set[str],
     ) -> None:
         super().__init__(dataset)
-        self.heads, self.labels, self.pos = heads, labels, pos
-        self.label_dict, self.pos_dict = label_dict, pos_dict
+        self.streams = streams
+        self.dictionaries = dictionaries
         self.requested = requested
+        self.node_streams = [n for n in streams if STREAMS[n].granularity == NODE]
 
     def __getattr__(self, name):
         # LanguagePairDataset attributes (src, tgt, left_pad_source, buckets, ...)
@@ -111,28 +91,41 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
+    def _pad(self, name: str) -> int:
+        return self.dictionaries[name].pad() if name in self.dictionaries else 0
+
     def __getitem__(self, index: int) -> Dict:
         item = self.dataset[index]
-        if self.requested:
+        if not self.requested:
+            return item
+        token_keys = self.requested - set(self.node_streams)
+        features: Dict[str, torch.Tensor] = {}
+        if token_keys:
             heads, labels, pos = append_eos(
-                self.heads[index], self.labels[index], self.pos[index],
-                self.label_dict.eos(), self.pos_dict.eos(),
+                self.streams[HEAD.name][index], self.streams[LABEL.name][index], self.streams[POS.name][index],
+                self.dictionaries[LABEL.name].eos(), self.dictionaries[POS.name].eos(),
             )
-            item["src_syntax"] = sentence_features(heads, labels, pos, self.requested)
+            features = sentence_features(heads, labels, pos, token_keys)
+        item["src_syntax"] = features
+        item["src_nodes"] = {n: self.streams[n][index].long() for n in self.node_streams if n in self.requested}
         return item
 
     def collater(self, samples: List[Dict], pad_to_length: Optional[Dict[str, int]] = None) -> Dict:
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
         if not samples or "src_syntax" not in samples[0] or not batch:
             return batch
-        by_id = {s["id"]: s["src_syntax"] for s in samples}
+        by_id = {s["id"]: s for s in samples}
         ordered = [by_id[int(i)] for i in batch["id"]]
-        batch["net_input"]["src_syntax"] = collate_features(
-            ordered,
-            pad_values_for(self.label_dict.pad(), self.pos_dict.pad()),
+        syntax = collate_features(
+            [s["src_syntax"] for s in ordered],
+            pad_values_for(self._pad(LABEL.name), self._pad(POS.name)),
             left_pad=self.dataset.left_pad_source,
             length=batch["net_input"]["src_tokens"].size(1),
         )
+        for name in ordered[0].get("src_nodes", {}):
+            values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
+            syntax[name], syntax[name + "_mask"] = values, mask
+        batch["net_input"]["src_syntax"] = syntax
         return batch
 
     def num_tokens_vec(self, indices):

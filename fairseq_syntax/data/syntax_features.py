@@ -105,3 +105,17 @@ def collate_features(
 
 def pad_values_for(label_pad: int, pos_pad: int) -> Dict[str, int]:
     return {"labels": label_pad, "pos": pos_pad}
+
+
+def collate_nodes(values: Sequence[Tensor], pad: int) -> "tuple[Tensor, Tensor]":
+    """A node-level stream (one value per tree node, lengths of its own) as ``(B, N)`` plus a mask.
+
+    Rows are right-padded with ``pad`` to the batch's largest node count ``N``; the mask is
+    True at real nodes. Nodes are not source positions, so they are not padded like the source.
+    """
+    values = [v.long() for v in values]
+    lengths = torch.tensor([v.numel() for v in values], dtype=torch.long)
+    width = int(lengths.max()) if len(values) else 0
+    out = data_utils.collate_tokens(values, pad, left_pad=False, pad_to_length=max(width, 1))
+    mask = torch.arange(out.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
+    return out, mask

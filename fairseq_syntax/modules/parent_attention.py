@@ -28,8 +28,9 @@ with :func:`fairseq_syntax_core.trees.word_start` (both rules), so with
 looks at the middle of its parent word, exactly as PASCAL; ``"first"`` centres
 on the parent word's first piece instead; ``"tree"`` uses our piece tree as
 stored (later pieces then look at their own word's first piece). ``</s>`` is a
-one-piece word whose parent is the line's last root (see
-``fairseq_syntax/data/syntax_features.py``).
+one-piece word; in the data-bin's tree its parent is the line's last root (see
+``fairseq_syntax/data/syntax_features.py``); PASCAL's code makes it its own parent
+(``eos_self=True``, the default of ``--pascal-eos-parent``).
 
 Padding. ``parents`` (``src_syntax["parents"]``) indexes the padded row, and
 the key positions ``j`` are positions of the padded row too, so both sides of
@@ -143,6 +144,8 @@ class ParentScaledWeights(nn.Module):
         subword_parent: str = "mean",
         subword_label: Optional[int] = None,
         parent_ignoring: float = 0.0,
+        eos_label: Optional[int] = None,
+        eos_self: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(parent_heads, int):
@@ -167,6 +170,10 @@ class ParentScaledWeights(nn.Module):
         self.subword_parent = subword_parent
         self.subword_label = subword_label
         self.parent_ignoring = float(parent_ignoring)
+        if eos_self and eos_label is None:
+            raise ValueError("eos_self needs eos_label, the label id of </s>")
+        self.eos_label = eos_label
+        self.eos_self = bool(eos_self)
         mask = torch.zeros(num_heads, dtype=torch.bool)
         mask[heads] = True
         self.register_buffer("head_mask", mask, persistent=False)
@@ -186,6 +193,11 @@ class ParentScaledWeights(nn.Module):
         """
         B, T = parents.shape
         p = pascal_parent_positions(parents, labels, self.subword_label, self.subword_parent)
+        if self.eos_self:
+            if labels is None:
+                raise ValueError("PASCAL with </s> as its own parent needs the labels to find </s>")
+            own = torch.arange(T, device=p.device, dtype=p.dtype).expand_as(p)
+            p = torch.where(labels.eq(self.eos_label), own, p)
         d = gaussian_parent_weights(p, T, self.variance).unsqueeze(1)  # (B, 1, T, T)
         mask = self.head_mask.to(parents.device).view(1, self.num_heads, 1, 1)
         if self.training and self.parent_ignoring > 0.0:
@@ -198,5 +210,5 @@ class ParentScaledWeights(nn.Module):
         return (
             f"num_heads={self.num_heads}, parent_heads={self.parent_heads}, variance={self.variance}, "
             f"subword_parent={self.subword_parent!r}, subword_label={self.subword_label}, "
-            f"parent_ignoring={self.parent_ignoring}"
+            f"parent_ignoring={self.parent_ignoring}, eos_self={self.eos_self}"
         )

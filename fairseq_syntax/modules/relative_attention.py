@@ -149,6 +149,39 @@ RelativeInputs = List[Tuple[RelativeEmbedding, Optional[Tensor]]]
 LogitRecord = Dict[str, Tensor]
 
 
+def _joint_buckets(
+    entries: List[Tuple[Tensor, Tensor]], bsz: int, num_heads: int, tgt_len: int, src_len: int
+) -> Tuple[Tensor, int]:
+    """One index into the joint buckets of several tables: ``((b1 * R2) + b2) * R3 + ...``.
+
+    ``entries`` are ``(table (R_k, d), buckets (B or 1, T, S))``. Returns the index expanded to
+    ``(B, H, T, S)`` (a view) and the number of joint rows ``R1 * R2 * ...``: summing the
+    tables' terms (eqs. 21-22) then costs one gather (keys) and one scatter (values).
+    """
+    index = entries[0][1]
+    rows = entries[0][0].size(0)
+    for table, buckets in entries[1:]:
+        index = index * table.size(0) + buckets
+        rows *= table.size(0)
+    return index.unsqueeze(1).expand(bsz, num_heads, tgt_len, src_len), rows
+
+
+def _joint_logits(parts: List[Tensor]) -> Tensor:
+    """Per-table key logits ``(..., R_k)`` summed into the joint buckets of :func:`_joint_buckets`."""
+    out = parts[0]
+    for part in parts[1:]:
+        out = (out.unsqueeze(-1) + part.unsqueeze(-2)).flatten(-2)
+    return out
+
+
+def _joint_table(tables: List[Tensor]) -> Tensor:
+    """Value tables ``(R_k, d)`` summed into the joint rows ``w1[r1] + w2[r2] + ...`` of :func:`_joint_buckets`."""
+    out = tables[0]
+    for table in tables[1:]:
+        out = (out.unsqueeze(1) + table.unsqueeze(0)).reshape(-1, out.size(-1))
+    return out
+
+
 class RelativeMultiheadAttention(MultiheadAttention):
     """fairseq :class:`MultiheadAttention` with relative position representations.
 
@@ -321,7 +354,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
             )
         return term
 
-    def _expand_buckets(
+    def _checked_buckets(
         self,
         table: RelativeEmbedding,
         buckets: Optional[Tensor],
@@ -330,7 +363,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
         src_len: int,
         device: torch.device,
     ) -> Tensor:
-        """Bucket indices as a ``(B, H, T, S)`` expanded view (no copy)."""
+        """Bucket indices as a ``(B or 1, T, S)`` LongTensor (Shaw's ``j - i`` computed when None)."""
         if buckets is None:
             buckets = table.bucket(sequence_relative_positions(tgt_len, src_len, device))
         if buckets.dim() == 2:
@@ -345,9 +378,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
                 f"relative bucket indices of shape {tuple(buckets.shape)} do not "
                 f"match (batch={bsz}, tgt_len={tgt_len}, src_len={src_len})"
             )
-        if buckets.dtype != torch.long:
-            buckets = buckets.long()
-        return buckets.unsqueeze(1).expand(bsz, self.num_heads, tgt_len, src_len)
+        return buckets.long()
 
     def _relative_forward(
         self,
@@ -442,8 +473,8 @@ class RelativeMultiheadAttention(MultiheadAttention):
             assert key_padding_mask.size(0) == bsz
             assert key_padding_mask.size(1) == src_len
 
-        indices = [
-            self._expand_buckets(table, buckets, bsz, tgt_len, src_len, q.device)
+        bucket_list = [
+            self._checked_buckets(table, buckets, bsz, tgt_len, src_len, q.device)
             for table, buckets in relative
         ]
 
@@ -451,13 +482,13 @@ class RelativeMultiheadAttention(MultiheadAttention):
         attn_weights = self.apply_sparse_mask(attn_weights, tgt_len, src_len, bsz)
         assert list(attn_weights.size()) == [bsz * num_heads, tgt_len, src_len]
 
-        # relative key logits (eqs. 12, 18, 22): (q W^K_r^T)[..., bucket_ij]
+        # relative key logits (eqs. 12, 18, 22): (q W^K_r^T)[..., bucket_ij], all tables in one gather
         logits4 = attn_weights.view(bsz, num_heads, tgt_len, src_len)
-        for (table, _), index in zip(relative, indices):
-            if table.key_table is None:
-                continue
-            rel_logits = torch.matmul(q, table.key_table.to(q.dtype).t())  # (BH, T, R)
-            rel_logits = rel_logits.view(bsz, num_heads, tgt_len, table.num_buckets)
+        keyed = [(table.key_table, buckets) for (table, _), buckets in zip(relative, bucket_list) if table.key_table is not None]
+        if keyed:
+            index, rows = _joint_buckets(keyed, bsz, num_heads, tgt_len, src_len)
+            rel_logits = _joint_logits([torch.matmul(q, t.to(q.dtype).t()) for t, _ in keyed])  # (BH, T, R1*R2*...)
+            rel_logits = rel_logits.view(bsz, num_heads, tgt_len, rows)
             # in place: the bmm result is not needed by autograd
             logits4.add_(rel_logits.gather(3, index))
 
@@ -508,25 +539,18 @@ class RelativeMultiheadAttention(MultiheadAttention):
         assert list(attn.size()) == [bsz * num_heads, tgt_len, head_dim]
 
         # relative values (eqs. 11, 17, 21): sum_j alpha_ij w^V[bucket_ij]
-        #   = (probabilities accumulated per bucket) @ W^V
-        probs4: Optional[Tensor] = None
-        for (table, _), index in zip(relative, indices):
-            if table.value_table is None:
-                continue
-            if probs4 is None:
-                # accumulate in (at least) float32 for fp16/bf16 inputs
-                acc_dtype = (
-                    torch.float32
-                    if attn_probs.dtype in (torch.float16, torch.bfloat16)
-                    else attn_probs.dtype
-                )
-                probs4 = attn_probs.view(bsz, num_heads, tgt_len, src_len).to(acc_dtype)
-            bucket_probs = probs4.new_zeros(
-                bsz, num_heads, tgt_len, table.num_buckets
-            ).scatter_add_(3, index, probs4)
-            rel_values = torch.matmul(
-                bucket_probs.to(v.dtype), table.value_table.to(v.dtype)
-            )  # (B, H, T, d)
+        #   = (probabilities accumulated per bucket) @ W^V, all tables in one scatter:
+        #   joint bucket (r1, r2, ...) with row w1[r1] + w2[r2] + ...
+        valued = [(table.value_table, buckets) for (table, _), buckets in zip(relative, bucket_list)
+                  if table.value_table is not None]
+        if valued:
+            index, rows = _joint_buckets(valued, bsz, num_heads, tgt_len, src_len)
+            # accumulate in (at least) float32 for fp16/bf16 inputs
+            acc_dtype = torch.float32 if attn_probs.dtype in (torch.float16, torch.bfloat16) else attn_probs.dtype
+            probs4 = attn_probs.view(bsz, num_heads, tgt_len, src_len).to(acc_dtype)
+            bucket_probs = probs4.new_zeros(bsz, num_heads, tgt_len, rows).scatter_add_(3, index, probs4)
+            table = _joint_table([t.to(v.dtype) for t, _ in valued])  # (R1*R2*..., d)
+            rel_values = torch.matmul(bucket_probs.to(v.dtype), table)  # (B, H, T, d)
             attn = attn + rel_values.view(bsz * num_heads, tgt_len, head_dim)
 
         if self.onnx_trace and attn.size(1) == 1:

@@ -149,15 +149,16 @@ class StructuralPositionEmbedding(nn.Module):
 
 
 def structural_relative_buckets(
-    parents: Tensor, depth: Optional[Tensor], max_distance: int
+    parents: Tensor, depth: Optional[Tensor], max_distance: int, off_path: str = "depth-sum"
 ) -> Tensor:
     """Bucket indices ``clip(rel(x_i, x_j), k) + k`` ``LongTensor (B, T, T)`` (Wang et al. 2019b).
 
     ``rel`` is :func:`fairseq_syntax_core.trees.structural_relative_position`
-    (query ``i`` = row, key ``j`` = column); use the result with a
+    (query ``i`` = row, key ``j`` = column; ``off_path`` the reading for words not on one root
+    path, ``depth-sum`` or ``tree-path``); use the result with a
     :class:`~fairseq_syntax.modules.relative_attention.RelativeEmbedding` of
     ``max_distance`` ``k`` in the attention's ``relative`` list. Compute once per
     forward and share it across layers.
     """
-    rel = trees.structural_relative_position(parents, depth)
+    rel = trees.structural_relative_position(parents, depth, off_path)
     return relative_bucket(rel, max_distance)

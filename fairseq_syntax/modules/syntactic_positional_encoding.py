@@ -19,7 +19,7 @@ independent from SPE, it will be retained in our model").
 
 Values (paper 003 Table I): parent position = ``src_syntax["heads"]`` (1-based, 0 = root),
 constant ``c = 2000``; tree depth with the root counted as 1 = ``src_syntax["depth"] + 1``
-(:func:`fairseq_syntax_core.trees.paper003_tree_depth`), constant ``c = 400``. ``n`` is the number
+(:func:`fairseq_syntax_core.trees.duan_tree_depth`), constant ``c = 400``. ``n`` is the number
 of selected features (``--spe-features``; Table V removes one at a time). SPE has no
 parameters (the paper contrasts it with trainable embeddings, sec. V).
 """

@@ -13,18 +13,26 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.online_parser import SourceTexts
-from fairseq_syntax.data.syntax_dataset import (
-    SideFileError,
-    SyntaxLanguagePairDataset,
-    check_streams,
-    check_symbol_ids,
+from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+from fairseq_syntax_core.databin import (
+    LABEL,
+    METADATA_FILE,
+    PARSED_LANGS_KEY,
+    POS,
+    SOURCE,
+    STREAMS,
+    dictionary_path,
+    stream_prefix,
 )
-from fairseq_syntax_core.databin import LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, SOURCE_STREAMS, dictionary_path, stream_prefix
 from fairseq_syntax_core.errors import DataBinError
 from fairseq_syntax_preprocess.fileio import BOM, is_visible
 
 logger = logging.getLogger(__name__)
 
+
+
+#: how errors name the symbol streams' dictionaries
+_DICTIONARY_NAMES = {LABEL.name: "label dictionary", POS.name: "POS dictionary"}
 
 
 @dataclass
@@ -51,11 +59,15 @@ class SyntaxTranslationTask(TranslationTask):
 
     cfg: SyntaxTranslationConfig
 
-    def __init__(self, cfg: SyntaxTranslationConfig, src_dict, tgt_dict, label_dict, pos_dict, metadata):
+    def __init__(self, cfg: SyntaxTranslationConfig, src_dict, tgt_dict, label_dict, pos_dict, metadata,
+                 stream_dictionaries=None):
         super().__init__(cfg, src_dict, tgt_dict)
         self.label_dict = label_dict
         self.pos_dict = pos_dict
         self.metadata = metadata
+        #: the source streams this data-bin holds (registry names), and the symbol streams' dictionaries
+        self.stream_names = list(metadata.get(PARSED_LANGS_KEY, {}).get(cfg.source_lang, []))
+        self.stream_dictionaries = dict(stream_dictionaries or {LABEL.name: label_dict, POS.name: pos_dict})
         self.syntax_requested: Set[str] = set()
         self._online_parser = None
         self.source_texts = SourceTexts()
@@ -73,19 +85,28 @@ class SyntaxTranslationTask(TranslationTask):
                 check_dictionary(os.path.join(data_path, f"dict.{lang}.txt"), "dictionary")
         task = TranslationTask.setup_task.__func__(TranslationTask, cfg, **kwargs)
         src = cfg.source_lang
-        paths = {
-            "metadata": os.path.join(data_path, METADATA_FILE),
-            "labels": dictionary_path(data_path, src, LABEL),
-            "pos": dictionary_path(data_path, src, POS),
-        }
+        metadata_path = os.path.join(data_path, METADATA_FILE)
         if src not in metadata.get(PARSED_LANGS_KEY, {}):
-            raise DataBinError(paths["metadata"], None, f"source language '{src}' was not parsed in this data-bin")
-        check_dictionary(paths["labels"], "label dictionary")
-        check_dictionary(paths["pos"], "POS dictionary")
-        label_dict = Dictionary.load(paths["labels"])
-        pos_dict = Dictionary.load(paths["pos"])
+            raise DataBinError(metadata_path, None, f"source language '{src}' was not parsed in this data-bin")
+        names = metadata[PARSED_LANGS_KEY][src]
+        unknown = [n for n in names if n not in STREAMS or STREAMS[n].side != SOURCE]
+        if unknown:
+            raise DataBinError(metadata_path, None, f"lists source streams {unknown} that this version does not know "
+                               f"(known: {sorted(STREAMS)}); {REMAKE}")
+        missing = [n for n in (LABEL.name, POS.name, "head") if n not in names]
+        if missing:
+            raise DataBinError(metadata_path, None, f"the source streams lack {missing}; {REMAKE}")
+        dictionaries = {}
+        for name in names:
+            stream = STREAMS[name]
+            if stream.dictionary is None:
+                continue
+            path = dictionary_path(data_path, src, stream)
+            check_dictionary(path, _DICTIONARY_NAMES.get(name, f"{name} dictionary"))
+            dictionaries[name] = Dictionary.load(path)
+        label_dict, pos_dict = dictionaries[LABEL.name], dictionaries[POS.name]
         logger.info(f"[{src}] dependency labels: {len(label_dict)} types, POS: {len(pos_dict)} types")
-        return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata)
+        return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata, dictionaries)
 
     # ------------------------------------------------------------------ data
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
@@ -100,19 +121,18 @@ class SyntaxTranslationTask(TranslationTask):
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
-        streams = [self._load_stream(data_path, split, name, combine) for name in SOURCE_STREAMS]
+        streams = {name: self._load_stream(data_path, split, name, combine) for name in self.stream_names}
+        limits = {name: len(d) for name, d in self.stream_dictionaries.items()}
         try:
-            check_streams(split, pair.src_sizes, *streams)
-            check_symbol_ids(split, LABEL.name, streams[1], len(self.label_dict))
-            check_symbol_ids(split, POS.name, streams[2], len(self.pos_dict))
+            check_streams(split, pair.src_sizes, streams, limits)
         except SideFileError as error:
             src, tgt = self.cfg.source_lang, self.cfg.target_lang
             raise DataBinError(
-                stream_prefix(data_path, split, src, tgt, src, "{" + ",".join(SOURCE_STREAMS) + "}"), None,
+                stream_prefix(data_path, split, src, tgt, src, "{" + ",".join(self.stream_names) + "}"), None,
                 f"{error}: the side-files do not match the source text (damaged, or from another run); {REMAKE}",
             ) from None
         self.datasets[split] = SyntaxLanguagePairDataset(
-            pair, *streams, self.label_dict, self.pos_dict, self.syntax_requested
+            pair, streams, self.stream_dictionaries, self.syntax_requested
         )
 
     def _load_stream(self, data_path: str, split: str, stream: str, combine: bool):

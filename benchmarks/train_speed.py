@@ -1,0 +1,147 @@
+"""``fairseq-train``'s own words per second and peak memory, syntax models against ``transformer``.
+
+What a user sees: each run is a real ``fairseq-train`` process (data loading, collation of the
+side inputs, forward, backward, Adam), ``--max-update`` updates on the same data-bin with the
+same batches (``--seed``), the models' runs interleaved (model A, B, C, ... then again) so that
+machine noise falls on all of them alike. Per run: ``train_wps`` of fairseq's end-of-training
+summary (all updates, the first included) and the process's peak resident memory
+(``ru_maxrss`` of ``os.wait4``). Reported per model and head count: the median of the runs,
+their spread (min, max), and the ratio of the medians to ``transformer``'s.
+
+    python benchmarks/train_speed.py DATA_BIN --heads 4,8 --reps 3 --out benchmarks/results/train_speed.json
+
+Defaults follow the protocol of issue 11: 3+3 layers, 256 wide, FFN 1024, 4,000 tokens per
+batch, 60 updates, 2 threads. ``--user-dir NAME=PATH`` adds a model run from another copy of
+the plugin (e.g. an older commit checked out elsewhere), to compare versions in one run:
+
+    python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_dep_rel \\
+        --other old_dep_rel=transformer_dep_rel@/tmp/old/fairseq_syntax
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Tuple
+
+DEFAULT_ARCHS = ("transformer,transformer_rel,transformer_dep,transformer_dep_rel,"
+                 "transformer_gps,transformer_pascal,transformer_structural")
+
+
+def command(data_bin: str, arch: str, heads: int, args, user_dir: str, save_dir: str) -> List[str]:
+    criterion = "label_smoothed_cross_entropy_with_nsd" if arch.startswith("transformer_nsd") else \
+        "label_smoothed_cross_entropy"
+    return [
+        shutil.which("fairseq-train") or "fairseq-train", data_bin, "--user-dir", user_dir,
+        "--task", "syntax_translation", "--arch", arch,
+        "--encoder-layers", str(args.layers), "--decoder-layers", str(args.layers),
+        "--encoder-embed-dim", str(args.dim), "--decoder-embed-dim", str(args.dim),
+        "--encoder-ffn-embed-dim", str(4 * args.dim), "--decoder-ffn-embed-dim", str(4 * args.dim),
+        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
+        "--share-all-embeddings", "--dropout", "0.1", "--criterion", criterion, "--label-smoothing", "0.1",
+        "--optimizer", "adam", "--lr", "0.0005", "--max-tokens", str(args.max_tokens),
+        "--max-update", str(args.updates), "--disable-validation", "--no-save", "--num-workers", "0",
+        "--seed", "1", "--log-format", "json", "--log-interval", str(args.updates), "--no-progress-bar",
+        "--save-dir", save_dir, "--cpu",
+    ] + shlex.split(args.flags)
+
+
+def run_once(cmd: List[str], threads: int) -> Tuple[float, float]:
+    """(train_wps, peak RSS in MiB) of one fairseq-train process."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(cmd)}\n{text[-3000:]}")
+    wps = None
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            record = json.loads(line[start:])
+        except ValueError:
+            continue
+        if "train_wps" in record:
+            wps = float(record["train_wps"])
+    if wps is None:
+        raise RuntimeError(f"no train_wps in the log of {' '.join(cmd)}\n{text[-3000:]}")
+    return wps, usage.ru_maxrss / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data_bin")
+    parser.add_argument("--archs", default=DEFAULT_ARCHS)
+    parser.add_argument("--other", action="append", default=[], metavar="NAME=ARCH@USER_DIR",
+                        help="a further run: ARCH from the plugin copy at USER_DIR, reported as NAME")
+    parser.add_argument("--heads", default="4,8")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=60)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=4000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--flags", default="", help="extra fairseq-train flags for every run")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+
+    runs: Dict[str, Tuple[str, str]] = {a: (a, "fairseq_syntax") for a in args.archs.split(",") if a}
+    for spec in args.other:
+        name, rest = spec.split("=", 1)
+        arch, user_dir = rest.split("@", 1)
+        runs[name] = (arch, user_dir)
+    if "transformer" not in runs:
+        raise SystemExit("--archs must include transformer (the reference)")
+    heads = [int(h) for h in args.heads.split(",")]
+    wps: Dict[str, List[float]] = {f"{n}@{h}": [] for n in runs for h in heads}
+    rss: Dict[str, List[float]] = {k: [] for k in wps}
+    started = time.time()
+    with tempfile.TemporaryDirectory() as save_dir:
+        for rep in range(args.reps):
+            for h in heads:
+                for name, (arch, user_dir) in runs.items():
+                    w, m = run_once(command(args.data_bin, arch, h, args, user_dir, save_dir), args.threads)
+                    wps[f"{name}@{h}"].append(w)
+                    rss[f"{name}@{h}"].append(m)
+                    print(f"rep {rep} heads {h} {name}: {w:.0f} wps, {m:.0f} MiB", file=sys.stderr, flush=True)
+    results = {}
+    for h in heads:
+        ref_w = statistics.median(wps[f"transformer@{h}"])
+        ref_m = statistics.median(rss[f"transformer@{h}"])
+        for name in runs:
+            key = f"{name}@{h}"
+            results[key] = {
+                "wps_median": statistics.median(wps[key]), "wps_min": min(wps[key]), "wps_max": max(wps[key]),
+                "speed_ratio": statistics.median(wps[key]) / ref_w,
+                "speed_ratio_spread": [min(wps[key]) / ref_w, max(wps[key]) / ref_w],
+                "peak_rss_mib_median": statistics.median(rss[key]),
+                "memory_ratio": statistics.median(rss[key]) / ref_m,
+                "runs_wps": wps[key], "runs_rss_mib": rss[key],
+            }
+    report = {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads},
+        "seconds": round(time.time() - started, 1),
+        "results": results,
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""``gps``: Xie et al. (2021, paper 001)'s global syntactic position in encoder self-attention.
+
+Once per forward, the path LSTM encodes every word's root-to-word label path into ``s_i``
+(sec. 3.2); in each ``--gps-layers`` layer, that layer's own ``W_s^Q, W_s^K`` add the
+decoupled syntax term ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)`` to the logits (eq. 5), kept
+within a sentence (sec. 3.3).
+"""
+
+from typing import Optional, Set, Tuple
+
+from torch import Tensor
+
+from fairseq_syntax.modules.syntactic_position import (
+    SyntacticPathEncoder,
+    SyntacticPositionLogits,
+    same_sentence_mask,
+)
+
+from ..config import parse_layer_list
+from .base import (
+    AttentionComponent,
+    AttentionTerms,
+    BuildContext,
+    EncoderBatch,
+    LayerTerm,
+    register_attention,
+)
+
+PARENTS, LABELS, DEPTH = "parents", "labels", "depth"
+
+
+class SyntaxLogitTerm(SyntacticPositionLogits, LayerTerm):
+    """A layer's ``W_s^Q, W_s^K`` (eq. 5)."""
+
+    def term(self, prepared: Tuple[Tensor, Tensor]) -> AttentionTerms:
+        states, same_sentence = prepared
+        return AttentionTerms(attn_bias=self(states, same_sentence))
+
+
+@register_attention
+class GlobalSyntacticPosition(AttentionComponent):
+    """``--gps-layers``, ``--gps-label-dim``, ``--gps-path-dim``."""
+
+    name = "gps"
+
+    def __init__(self, ctx: BuildContext, layers: Tuple[int, ...]) -> None:
+        super().__init__()
+        cfg = ctx.cfg
+        vocab = ctx.require_vocab(("syntax_num_labels",), "--gps-layers")
+        self._layers = layers
+        self.path_dim = cfg.gps_path_dim
+        self.path_encoder = SyntacticPathEncoder(
+            vocab["syntax_num_labels"], cfg.gps_label_dim, cfg.gps_path_dim,
+            padding_idx=ctx.vocab.get("syntax_label_pad"),
+        )
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["GlobalSyntacticPosition"]:
+        layers = parse_layer_list(ctx.cfg.gps_layers, ctx.num_layers, "--gps-layers")
+        return cls(ctx, layers) if layers else None
+
+    def inputs(self) -> Set[str]:
+        return {PARENTS, LABELS, DEPTH}
+
+    def layers(self) -> Tuple[int, ...]:
+        return self._layers
+
+    def layer_term(self, layer_idx: int, embed_dim: int, num_heads: int) -> SyntaxLogitTerm:
+        return SyntaxLogitTerm(self.path_dim, embed_dim, num_heads)
+
+    def prepare(self, batch: EncoderBatch) -> Tuple[Tensor, Tensor]:
+        who = "the syntactic path encoder (paper 001)"
+        parents = batch.get(PARENTS, who)
+        states = self.path_encoder(parents, batch.get(LABELS, who), batch.get(DEPTH, who), batch.padding_mask)
+        return states, same_sentence_mask(parents)

@@ -1,0 +1,188 @@
+"""Input components: what the encoder adds to its input, in this order.
+
+Embedding stage (``embed = [f_emb(x_word, e_NSD) ; E_pos ; E_label ; E_head]``):
+
+* ``nsd_input``: Ma et al. (paper 002) eqs. 5-10, the syntactic distance combined with the word;
+* ``features``: Duan et al. (paper 003) sec. III.B, POS, label and head-position embeddings.
+
+Then ``x = embed + PE(i)``, where the ``positions`` stage may replace fairseq's ``PE(i)``:
+
+* ``structural_position``: Wang et al. (2019b), ``f(PE(i), PE(depth_i))`` replaces ``PE(i)``;
+
+and the ``position`` stage adds to ``x``:
+
+* ``spe``: paper 003 eq. 5, syntactic positional encodings of head position and depth;
+* ``nsd_position``: paper 002 eqs. 15-16, the distance as a positional encoding.
+"""
+
+from typing import Optional, Set
+
+import torch
+from torch import Tensor
+
+from fairseq_syntax.modules.structural_position import StructuralPositionEmbedding
+from fairseq_syntax.modules.syntactic_distance import DistanceEmbedding, nsd_positional_encoding
+from fairseq_syntax.modules.syntactic_positional_encoding import SyntacticPositionalEncoding
+from fairseq_syntax.modules.syntax_embedding import SyntaxFeatureEmbedding
+
+from ..config import FEATURE_KEYS, NSD_DISTANCE_KEYS, SPE_KEYS
+from .base import BuildContext, EncoderBatch, InputComponent, register_input
+
+#: our feature names -> the names of the embedding modules (which call the head position "parent")
+_MODULE_NAMES = {"pos": "pos", "label": "label", "head": "parent", "depth": "depth"}
+DEPTH = "depth"
+
+
+@register_input
+class DistanceInput(InputComponent):
+    """Paper 002 eqs. 5-10: ``--nsd-input concat|add|linear``."""
+
+    name = "nsd_input"
+    stage = "embedding"
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        cfg = ctx.cfg
+        self.key = NSD_DISTANCE_KEYS[str(cfg.nsd_distance)]
+        self.embed = DistanceEmbedding(
+            str(cfg.nsd_input), ctx.word_dim, cfg.nsd_embed_dim, cfg.nsd_max_distance, scale=ctx.scale_embedding
+        )
+        self._added = cfg.nsd_embed_dim if cfg.nsd_input == "concat" else 0
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["DistanceInput"]:
+        return cls(ctx) if ctx.cfg.nsd_input != "none" else None
+
+    def inputs(self) -> Set[str]:
+        return {self.key}
+
+    def added_dim(self) -> int:
+        return self._added
+
+    def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
+        distance = batch.get(self.key, "the NSD input of paper 002")
+        return self.embed(x, distance, batch.padding_mask)
+
+
+@register_input
+class FeatureEmbeddings(InputComponent):
+    """Paper 003 sec. III.B: ``--syntax-features pos,label,head``, concatenated to the word."""
+
+    name = "features"
+    stage = "embedding"
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        cfg = ctx.cfg
+        self.features = cfg.feature_names
+        needed = tuple(n for f, n in (("pos", "syntax_num_pos"), ("label", "syntax_num_labels")) if f in self.features)
+        ctx.require_vocab(needed, f"--syntax-features {','.join(self.features)}")
+        vocab = {k: int(v) if v is not None else None for k, v in ctx.vocab.items()}
+        self.embed = SyntaxFeatureEmbedding(
+            tuple(_MODULE_NAMES[f] for f in self.features),
+            cfg.syntax_feature_dim,
+            num_pos=vocab.get("syntax_num_pos") or 1,
+            pos_pad=vocab.get("syntax_pos_pad") or 0,
+            num_labels=vocab.get("syntax_num_labels") or 1,
+            label_pad=vocab.get("syntax_label_pad") or 0,
+            max_source_positions=ctx.max_source_positions,
+            scale=ctx.scale_embedding,
+        )
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["FeatureEmbeddings"]:
+        return cls(ctx) if ctx.cfg.feature_names else None
+
+    def inputs(self) -> Set[str]:
+        return {FEATURE_KEYS[f] for f in self.features}
+
+    def added_dim(self) -> int:
+        return self.embed.output_dim
+
+    def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
+        return torch.cat([x, self.embed(batch.src_syntax, batch.src_tokens).to(x.dtype)], dim=-1)
+
+
+@register_input
+class StructuralPosition(InputComponent):
+    """Wang et al. (2019b): the absolute structural position (depth) combined with ``PE(i)``."""
+
+    name = "structural_position"
+    stage = "positions"
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        if not ctx.has_positions:
+            raise ValueError(
+                "--structural-absolute combines the depth with the sequential positions: "
+                "it needs positional embeddings (drop --no-token-positional-embeddings)"
+            )
+        self.embed = StructuralPositionEmbedding(ctx.model_dim)
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["StructuralPosition"]:
+        return cls(ctx) if ctx.cfg.structural_absolute else None
+
+    def inputs(self) -> Set[str]:
+        return {DEPTH}
+
+    def forward(self, positions: Tensor, batch: EncoderBatch) -> Tensor:
+        depth = batch.get(DEPTH, "the absolute structural position")
+        return self.embed(positions, depth, batch.padding_mask)
+
+
+@register_input
+class SyntacticPositions(InputComponent):
+    """Paper 003 eq. 5: ``--spe-features head,depth``."""
+
+    name = "spe"
+    stage = "position"
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        cfg = ctx.cfg
+        self.features = cfg.spe_names
+        constants = {"parent": cfg.spe_head_constant, "depth": cfg.spe_depth_constant}
+        self.encoding = SyntacticPositionalEncoding(
+            tuple(_MODULE_NAMES[f] for f in self.features), ctx.model_dim, constants
+        )
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["SyntacticPositions"]:
+        return cls(ctx) if ctx.cfg.spe_names else None
+
+    def inputs(self) -> Set[str]:
+        return {SPE_KEYS[f] for f in self.features}
+
+    def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
+        return x + self.encoding(batch.src_syntax, batch.src_tokens).to(x.dtype)
+
+
+@register_input
+class DistancePositions(InputComponent):
+    """Paper 002 eqs. 15-16: ``--nsd-spe-lambda``."""
+
+    name = "nsd_position"
+    stage = "position"
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        cfg = ctx.cfg
+        self.key = NSD_DISTANCE_KEYS[str(cfg.nsd_distance)]
+        self.max_distance = cfg.nsd_max_distance
+        self.lam = cfg.nsd_spe_lambda
+        self.dim = ctx.model_dim
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["DistancePositions"]:
+        return cls(ctx) if ctx.cfg.nsd_spe_lambda > 0 else None
+
+    def inputs(self) -> Set[str]:
+        return {self.key}
+
+    def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
+        distance = batch.get(self.key, "the NSD positional encoding of paper 002")
+        return x + nsd_positional_encoding(distance, self.max_distance, self.lam, self.dim).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"lambda={self.lam}, max_distance={self.max_distance}"

@@ -1,0 +1,149 @@
+"""``syntax_transformer``: fairseq's (legacy, argparse) Transformer with the syntax components.
+
+Options: :mod:`.config`; encoder and its components: :mod:`.encoder`, :mod:`.components`;
+presets (one per paper and size): :mod:`.architectures`.
+"""
+
+from typing import Dict, Optional, Set
+
+from torch import Tensor
+
+from fairseq.models import register_model
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel
+
+from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
+
+from .config import add_syntax_args, duan_attention_heads
+from .encoder import SyntaxTransformerEncoder, encoder_model_dim, with_encoder_dim
+from .layers import SyntaxDecoderLayer, wrap_layer
+
+__all__ = ["SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
+
+
+class SyntaxTransformerDecoder(TransformerDecoderBase):
+    """Transformer decoder whose layers may use Shaw relative positions."""
+
+    def build_decoder_layer(self, cfg: TransformerConfig, no_encoder_attn: bool = False):
+        return wrap_layer(SyntaxDecoderLayer(cfg, no_encoder_attn), cfg)
+
+
+@register_model("syntax_transformer")
+class SyntaxTransformerModel(TransformerModel):
+    """fairseq's Transformer whose encoder has the syntax components the options turn on.
+
+    The model consumes ``net_input["src_syntax"]``, the side inputs :meth:`syntax_inputs` lists.
+    """
+
+    @classmethod
+    def add_args(cls, parser) -> None:
+        super().add_args(parser)
+        add_syntax_args(parser)  # no defaults: the architecture fills them (fairseq convention)
+
+    @classmethod
+    def build_model(cls, args, task):
+        from .architectures import syntax_base_architecture
+
+        syntax_base_architecture(args)
+        record_syntax_vocab(args, task)
+        model_dim = encoder_model_dim(args)
+        heads = int(args.encoder_attention_heads)
+        if model_dim % heads != 0:
+            raise ValueError(
+                f"the encoder model dimension {model_dim} (--encoder-embed-dim {args.encoder_embed_dim} "
+                f"+ syntax embeddings) is not divisible by --encoder-attention-heads {heads}; "
+                f"e.g. {duan_attention_heads(model_dim)} heads would do"
+            )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return SyntaxTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        # the encoder-decoder attention reads encoder states of the encoder width
+        cfg = with_encoder_dim(args, encoder_model_dim(args))
+        return SyntaxTransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """fairseq's, with a checkpoint that does not fit this data-bin reported as such."""
+        try:
+            return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        except RuntimeError as error:
+            if "size mismatch" not in str(error):
+                raise
+            first = next((l.strip() for l in str(error).splitlines() if "size mismatch" in l), str(error))
+            raise UsageError(
+                "the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
+                f"other sizes ({first[:200]}). Decode with the data-bin it was trained on"
+            ) from None
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loader, returning a hub interface that parses the user's own text."""
+        from fairseq import hub_utils
+
+        from fairseq_syntax.hub import SyntaxHubInterface
+
+        x = hub_utils.from_pretrained(
+            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
+        )
+        return SyntaxHubInterface(x["args"], x["task"], x["models"])
+
+    def syntax_inputs(self) -> Set[str]:
+        """Side inputs (keys of ``net_input['src_syntax']``) this model consumes."""
+        return self.encoder.syntax_inputs()
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        prev_output_tokens: Tensor,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+        src_syntax: Optional[Dict[str, Tensor]] = None,
+    ):
+        """fairseq's forward; returns ``(decoder_out, extra)``.
+
+        With ``--nsd-predict``, ``extra`` also holds the encoder's eq. 11 logits under
+        ``"src_nsd_logits"`` (``[B x T x (2D+1)]``) and the source padding mask under
+        ``"src_nsd_padding_mask"`` (``[B x T]``), for ``label_smoothed_cross_entropy_with_nsd``.
+        """
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, src_syntax=src_syntax
+        )
+        decoder_out = self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+        if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
+            decoder_out[1][NSD_LOGITS_KEY] = encoder_out[NSD_LOGITS_KEY]
+            decoder_out[1][NSD_MASK_KEY] = encoder_out["encoder_padding_mask"]
+        return decoder_out
+
+
+def record_syntax_vocab(args, task) -> None:
+    """Record the label/POS dictionary sizes and special ids of the task in ``args``.
+
+    Kept in the checkpoint's args like fairseq's other derived settings, so a model reloaded
+    with a task that has no dictionaries still builds; a syntax_translation task overrides them.
+    """
+    labels = getattr(task, "label_dict", None)
+    if labels is not None:
+        args.syntax_num_labels = len(labels)
+        args.syntax_label_pad = labels.pad()
+        args.syntax_label_eos = labels.eos()
+        # PASCAL recovers words from the <subword> arcs of the piece trees (-1: none)
+        args.syntax_subword_label = labels.indices.get("<subword>", -1)
+    pos = getattr(task, "pos_dict", None)
+    if pos is not None:
+        args.syntax_num_pos = len(pos)
+        args.syntax_pos_pad = pos.pad()
