@@ -294,9 +294,27 @@ def test_syntax_inputs_per_arch(arch, extra, inputs):
     assert not hasattr(TransformerModel, "syntax_inputs")  # fairseq's transformer asks for nothing
 
 
-def test_syntax_inputs_without_components_equal_fairseq_transformer():
-    model, args = build("syntax_transformer")
-    assert not any(n.startswith(("encoder.syntax", "encoder.nsd", "encoder.spe")) for n, _ in model.named_parameters())
+@pytest.mark.parametrize("arch,extra,extra_parameters", [
+    ("syntax_transformer", [], set()),
+    ("transformer_nsd", ["--nsd-input", "none", "--nsd-spe-lambda", "0", "--no-nsd-predict"], set()),
+    ("transformer_nsd", [], {"encoder.input_components.", "encoder.nsd_predictor."}),
+    ("transformer_syntax_embed", ["--syntax-features", "parent"], {"encoder.input_components."}),
+    ("transformer_dep_rel", ["--encoder-layers", "2"], {"encoder.layers.0.attention_terms.",
+                                                       "encoder.layers.1.attention_terms.",
+                                                       "decoder.layers.0.rel_seq_embed."}),
+])
+def test_parameters_beyond_fairseq_transformer_are_the_components(arch, extra, extra_parameters):
+    """With every component off the model has exactly fairseq's parameters; otherwise only the components add any."""
+    model, args = build(arch, extra)
+    reference = TransformerModel.build_model(args, TASK)
+    ours = {n for n, _ in model.named_parameters()}
+    theirs = {n for n, _ in reference.named_parameters()}
+    added = ours - theirs
+    assert {next(p for p in extra_parameters if n.startswith(p)) for n in added if
+            any(n.startswith(p) for p in extra_parameters)} == extra_parameters
+    assert all(any(n.startswith(p) for p in extra_parameters) for n in added), sorted(added)
+    if not extra_parameters:
+        assert ours == theirs
 
 
 @pytest.mark.parametrize("arch,extra,dims", [
