@@ -50,7 +50,12 @@ def command(data_bin: str, arch: str, heads: int, args, user_dir: str, save_dir:
         "--max-update", str(args.updates), "--disable-validation", "--no-save", "--num-workers", "0",
         "--seed", "1", "--log-format", "json", "--log-interval", str(args.updates), "--no-progress-bar",
         "--save-dir", save_dir, "--cpu",
-    ] + shlex.split(args.flags)
+    ] + pascal_heads(arch, heads) + shlex.split(args.flags)
+
+
+def pascal_heads(arch: str, heads: int) -> List[str]:
+    """PASCAL scales 5 of 8 heads; with fewer heads, the same share rounded up (4 heads: 3)."""
+    return ["--pascal-heads", str(-(-5 * heads // 8))] if arch.startswith("transformer_pascal") else []
 
 
 def run_once(cmd: List[str], threads: int) -> Tuple[float, float]:

@@ -45,6 +45,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from fairseq.models.transformer.transformer_decoder import Linear
+
 from fairseq_syntax_core import trees
 from fairseq_syntax.modules.relative_attention import relative_bucket
 
@@ -108,11 +110,8 @@ class StructuralPositionEmbedding(nn.Module):
         self.seq_proj: Optional[nn.Linear] = None
         self.stru_proj: Optional[nn.Linear] = None
         if combine == "nonlinear":
-            self.seq_proj = nn.Linear(embed_dim, embed_dim, bias=True)
-            self.stru_proj = nn.Linear(embed_dim, embed_dim, bias=False)
-            nn.init.xavier_uniform_(self.seq_proj.weight)
-            nn.init.zeros_(self.seq_proj.bias)
-            nn.init.xavier_uniform_(self.stru_proj.weight)
+            self.seq_proj = Linear(embed_dim, embed_dim, bias=True)  # fairseq's initialisation
+            self.stru_proj = Linear(embed_dim, embed_dim, bias=False)
 
     def structural(self, depth: Tensor) -> Tensor:
         """``PE_stru(depth)`` ``(B, T, C)`` (float32 for sinusoids)."""

@@ -66,6 +66,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq.models.transformer.transformer_decoder import Linear
+
 from fairseq_syntax.modules.syntax_embedding import feature_embedding
 
 __all__ = [
@@ -162,9 +164,7 @@ class DistanceEmbedding(nn.Module):
         # W_f ∈ R^{d x 2d}, b_f ∈ R^d (eq. 10); fairseq's Linear initialisation
         self.combine: Optional[nn.Linear] = None
         if mode == "linear":
-            self.combine = nn.Linear(2 * word_dim, word_dim)
-            nn.init.xavier_uniform_(self.combine.weight)
-            nn.init.constant_(self.combine.bias, 0.0)
+            self.combine = Linear(2 * word_dim, word_dim)
 
     @property
     def output_dim(self) -> int:
@@ -189,9 +189,7 @@ class DistancePredictor(nn.Module):
     def __init__(self, dim: int, max_distance: int) -> None:
         super().__init__()
         self.max_distance = max_distance
-        self.proj = nn.Linear(dim, 2 * max_distance + 1)
-        nn.init.xavier_uniform_(self.proj.weight)
-        nn.init.constant_(self.proj.bias, 0.0)
+        self.proj = Linear(dim, 2 * max_distance + 1)  # fairseq's initialisation
 
     def forward(self, states: Tensor) -> Tensor:
         """Logits ``(..., 2D + 1)`` for encoder states ``(..., dim)``."""

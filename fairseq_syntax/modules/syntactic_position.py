@@ -45,6 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq.models.transformer.transformer_decoder import Linear
+
 from fairseq_syntax_core import trees
 
 __all__ = [
@@ -224,10 +226,8 @@ class SyntacticPositionLogits(nn.Module):
         self.num_heads = int(num_heads)
         self.head_dim = embed_dim // num_heads
         self.scaling = self.head_dim ** -0.5
-        self.q_proj = nn.Linear(path_dim, embed_dim, bias=False)
-        self.k_proj = nn.Linear(path_dim, embed_dim, bias=False)
-        nn.init.xavier_uniform_(self.q_proj.weight)
-        nn.init.xavier_uniform_(self.k_proj.weight)
+        self.q_proj = Linear(path_dim, embed_dim, bias=False)  # fairseq's initialisation
+        self.k_proj = Linear(path_dim, embed_dim, bias=False)
         self.record = False
         self.last_term: Optional[Tensor] = None
 

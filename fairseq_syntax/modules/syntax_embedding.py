@@ -33,6 +33,8 @@ from typing import Dict, Optional, Sequence, Set, Tuple
 import torch
 from torch import Tensor, nn
 
+from fairseq.models.transformer.transformer_base import Embedding
+
 __all__ = [
     "SYNTAX_EMBED_FEATURES",
     "SyntaxFeatureEmbedding",
@@ -69,11 +71,11 @@ def parse_feature_list(value: Optional[object], allowed: Sequence[str], flag: st
 
 
 def feature_embedding(num_embeddings: int, dim: int, padding_idx: Optional[int]) -> nn.Embedding:
-    """An embedding table initialised as fairseq's word embeddings (``N(0, dim^-1/2)``, pad row 0)."""
-    m = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
-    nn.init.normal_(m.weight, mean=0.0, std=dim ** -0.5)
+    """fairseq's word-embedding table (``N(0, dim^-1/2)``, pad row 0); without a padding row when None."""
     if padding_idx is not None:
-        nn.init.constant_(m.weight[padding_idx], 0.0)
+        return Embedding(num_embeddings, dim, padding_idx)
+    m = nn.Embedding(num_embeddings, dim)
+    nn.init.normal_(m.weight, mean=0.0, std=dim ** -0.5)
     return m
 
 
