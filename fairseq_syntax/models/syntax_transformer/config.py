@@ -21,6 +21,8 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax.modules.syntax_embedding import parse_feature_list
+
 __all__ = [
     "SyntaxModelConfig",
     "RENAMED_FLAGS",
@@ -260,22 +262,16 @@ def _rename_names(value: str) -> str:
 
 
 def parse_name_list(value: Any, allowed: Tuple[str, ...], flag: str) -> Tuple[str, ...]:
-    """``"pos,label"`` -> ``("pos", "label")`` in the canonical order of ``allowed`` (``parent`` = ``head``).
+    """``"pos,label"`` -> ``("pos", "label")`` in the canonical order of ``allowed``; 0.1's ``parent`` is ``head``.
 
-    ``None``, ``""`` and ``"none"`` give ``()``. Unknown or repeated names raise ``ValueError`` naming ``flag``.
+    ``None``, ``""`` and ``"none"`` give ``()``; unknown or repeated names raise ``ValueError``
+    naming ``flag`` (:func:`~fairseq_syntax.modules.syntax_embedding.parse_feature_list`).
     """
     if value is None:
         return ()
     items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
     names = [FEATURE_ALIASES.get(v.strip(), v.strip()) for v in items if v.strip()]
-    if names == ["none"]:
-        return ()
-    unknown = [n for n in names if n not in allowed]
-    if unknown:
-        raise ValueError(f"{flag}: unknown feature(s) {unknown}; choose from {list(allowed)} or 'none'")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{flag}: a feature is listed twice in {value!r}")
-    return tuple(n for n in allowed if n in names)
+    return parse_feature_list(",".join(names), allowed, flag)
 
 
 def parse_layer_list(value: Any, num_layers: int, flag: str) -> Tuple[int, ...]:

@@ -21,6 +21,10 @@ from .layers import SyntaxDecoderLayer, wrap_layer
 __all__ = ["SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
 
 
+class ModelOptionError(UsageError, ValueError):
+    """A model option that cannot be built (unknown feature, layer out of range, heads that do not divide)."""
+
+
 class SyntaxTransformerDecoder(TransformerDecoderBase):
     """Transformer decoder whose layers may use Shaw relative positions."""
 
@@ -42,6 +46,14 @@ class SyntaxTransformerModel(TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """fairseq's, with a bad option value reported in one line (no traceback) by the error hook."""
+        try:
+            return cls._build_model(args, task)
+        except ValueError as error:
+            raise ModelOptionError(str(error)) from None
+
+    @classmethod
+    def _build_model(cls, args, task):
         from .architectures import syntax_base_architecture
 
         syntax_base_architecture(args)

@@ -17,6 +17,7 @@ registers its class with :func:`register_input` or :func:`register_attention`, i
 in :class:`~fairseq_syntax.models.syntax_transformer.config.SyntaxModelConfig`, and a preset row.
 """
 
+import abc
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple, Type
 
@@ -110,11 +111,12 @@ class AttentionTerms:
             )
 
 
-class LayerTerm(nn.Module):
+class LayerTerm(nn.Module, abc.ABC):
     """One attention component's part in one layer: its parameters there, and :meth:`term`."""
 
+    @abc.abstractmethod
     def term(self, prepared: Any) -> AttentionTerms:
-        raise NotImplementedError
+        ...
 
 
 class RelativeTableTerm(RelativeEmbedding):
@@ -124,16 +126,17 @@ class RelativeTableTerm(RelativeEmbedding):
         return AttentionTerms(relative=[(self, prepared)])
 
 
-class InputComponent(nn.Module):
+class InputComponent(nn.Module, abc.ABC):
     """A change to the encoder input; ``stage`` ``embedding`` or ``position`` (see module doc)."""
 
     name: str = ""
     stage: str = "embedding"
 
     @classmethod
+    @abc.abstractmethod
     def build(cls, ctx: BuildContext) -> Optional["InputComponent"]:
         """The component for these options, or None when they leave it off."""
-        raise NotImplementedError
+        ...
 
     def inputs(self) -> Set[str]:
         return set()
@@ -142,31 +145,35 @@ class InputComponent(nn.Module):
         """Dimensions this component adds to the encoder width (embedding stage)."""
         return 0
 
+    @abc.abstractmethod
     def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
         """``embedding``: the new embedding from ``x``; ``positions``: the new ``PE(i)`` from fairseq's
         ``x``; ``position``: ``x`` plus this component's term."""
-        raise NotImplementedError
+        ...
 
 
-class AttentionComponent(nn.Module):
+class AttentionComponent(nn.Module, abc.ABC):
     """A change to encoder self-attention: per-batch tensors once, terms per layer."""
 
     name: str = ""
 
     @classmethod
+    @abc.abstractmethod
     def build(cls, ctx: BuildContext) -> Optional["AttentionComponent"]:
-        raise NotImplementedError
+        ...
 
     def inputs(self) -> Set[str]:
         return set()
 
+    @abc.abstractmethod
     def layers(self) -> Tuple[int, ...]:
         """The 0-based encoder layers this component acts in."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def layer_term(self, layer_idx: int, embed_dim: int, num_heads: int) -> LayerTerm:
         """The module the layer ``layer_idx`` holds for this component."""
-        raise NotImplementedError
+        ...
 
     def prepare(self, batch: EncoderBatch) -> Any:
         """The per-batch tensors shared by every layer (computed once per encoder forward)."""
