@@ -39,13 +39,13 @@ How the encoder uses them (keys of ``src_syntax``: ``parents``, ``depth``)::
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from fairseq.models.transformer.transformer_decoder import Linear
+from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 
 from fairseq_syntax_core import trees
 from fairseq_syntax.modules.relative_attention import relative_bucket
@@ -61,22 +61,20 @@ COMBINE_RULES = ("nonlinear", "sum")
 
 
 def sinusoidal_encoding(values: Tensor, dim: int) -> Tensor:
-    """Transformer sinusoids of integer (or real) ``values (...)`` -> ``(..., dim)`` float32.
+    """Transformer sinusoids of non-negative integer ``values (...)`` -> ``(..., dim)`` float32.
 
-    Same layout and frequencies as fairseq's ``SinusoidalPositionalEmbedding``
-    (first half sines, second half cosines, ``10000^(-k / (dim/2 - 1))``; a
-    zero column when ``dim`` is odd), computed for any value (no table limit).
+    The rows of fairseq's own table, ``SinusoidalPositionalEmbedding.get_embedding``
+    (first half sines, second half cosines, ``10000^(-k / (dim/2 - 1))``; a zero column when
+    ``dim`` is odd), built as long as the largest value needs (no table limit).
     """
-    half = dim // 2
-    if half < 2:
+    if dim < 4:
         raise ValueError(f"sinusoidal encoding needs dim >= 4, got {dim}")
-    step = math.log(10000) / (half - 1)
-    freq = torch.exp(torch.arange(half, device=values.device, dtype=torch.float32) * -step)
-    arg = values.to(torch.float32).unsqueeze(-1) * freq
-    out = torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1)
-    if dim % 2 == 1:
-        out = torch.cat([out, out.new_zeros(*out.shape[:-1], 1)], dim=-1)
-    return out
+    values = values.long()
+    rows = int(values.max()) + 1 if values.numel() else 1
+    if values.numel() and int(values.min()) < 0:
+        raise ValueError(f"sinusoidal encoding needs non-negative values, got {int(values.min())}")
+    table = SinusoidalPositionalEmbedding.get_embedding(rows, dim).to(values.device)
+    return table[values]
 
 
 class StructuralPositionEmbedding(nn.Module):

@@ -83,7 +83,7 @@ class SyntacticPathEncoder(nn.Module):
     state after the last label of the path (the token's own).
 
     Computed top-down, one tree level per step for the whole batch: the input
-    projection ``W_ih x + b`` of every token's own label is computed once; at
+    projection ``W_ih x + b`` is computed once per label (:meth:`label_gates`), not per token; at
     level ``L`` every token of depth ``L`` takes the ``(h, c)`` of its head
     (computed at level ``L - 1``; roots start from zeros) and applies one
     LSTM cell step with its own label. Since a token's path is its head's path
@@ -146,16 +146,14 @@ class SyntacticPathEncoder(nn.Module):
         level = depth.reshape(N)
         if padding_mask is not None:
             level = level.masked_fill(padding_mask.reshape(N), -1)  # skipped
-        # input projection of every token's own label, once
-        x = self.label_embed(labels.long()).reshape(N, self.label_embed_dim)
-        dtype = x.dtype
+        # input projection of every label, once: a token's W_ih x + b is its label's row
+        gate_table = self.label_gates()  # (num_labels, 4 d)
+        dtype = gate_table.dtype
         w_hh = self.cell.weight_hh.to(dtype)
-        gates_x = F.linear(x, self.cell.weight_ih.to(dtype))
-        if self.cell.bias_ih is not None:
-            gates_x = gates_x + (self.cell.bias_ih + self.cell.bias_hh).to(dtype)
 
         # tokens sorted by level; each level is a contiguous slice of `order`
         order = torch.argsort(level, stable=True)
+        label_sorted = labels.reshape(N).long().index_select(0, order)
         # tokens per slot (slot 0: skipped padding, slot L + 1: depth L); the one host sync
         counts = torch.bincount(level + 1, minlength=1).tolist()
         max_level = len(counts) - 2
@@ -172,26 +170,33 @@ class SyntacticPathEncoder(nn.Module):
         h_levels = []
         c_prev = h_prev = None
         for L in range(max_level + 1):
-            idx = order[starts[L + 1] : starts[L + 2]]  # tokens of depth L (slot L + 1)
-            gates = gates_x.index_select(0, idx)
+            lo, hi = starts[L + 1], starts[L + 2]  # tokens of depth L (slot L + 1)
+            gates = gate_table.index_select(0, label_sorted[lo:hi])
             if L > 0:
-                where = rank.index_select(0, head.index_select(0, idx))
-                hp = h_prev.index_select(0, where)
-                cp = c_prev.index_select(0, where)
-                gates = gates + F.linear(hp, w_hh)
-            i, f, g, o = gates.chunk(4, dim=-1)
-            c_new = torch.sigmoid(i) * torch.tanh(g)
+                where = rank.index_select(0, head.index_select(0, order[lo:hi]))
+                gates = gates + F.linear(h_prev.index_select(0, where), w_hh)
+            # LSTMCell gate order i, f, g, o: one sigmoid over all four, g taken from a tanh
+            sig = torch.sigmoid(gates)
+            c_new = sig[:, :d] * torch.tanh(gates[:, 2 * d : 3 * d])
             if L > 0:
-                c_new = c_new + torch.sigmoid(f) * cp
-            h_new = torch.sigmoid(o) * torch.tanh(c_new)
+                c_new = c_new + sig[:, d : 2 * d] * c_prev.index_select(0, where)
+            h_new = sig[:, 3 * d :] * torch.tanh(c_new)
             h_levels.append(h_new)
             h_prev, c_prev = h_new, c_new
         n_pad = counts[0]
-        pieces = [x.new_zeros(n_pad, d)] + h_levels
+        pieces = [gate_table.new_zeros(n_pad, d)] + h_levels
         h_sorted = torch.cat(pieces, dim=0)  # in `order`
         inverse = torch.empty_like(order)
         inverse[order] = pos
         return h_sorted.index_select(0, inverse).reshape(B, T, d)
+
+    def label_gates(self) -> Tensor:
+        """``W_ih e(label) + b_ih + b_hh`` for every label ``(num_labels, 4 * path_dim)``: the LSTM's input term."""
+        emb = self.label_embed.weight
+        gates = F.linear(emb, self.cell.weight_ih.to(emb.dtype))
+        if self.cell.bias_ih is not None:
+            gates = gates + (self.cell.bias_ih + self.cell.bias_hh).to(emb.dtype)
+        return gates
 
     def extra_repr(self) -> str:
         return (
