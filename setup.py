@@ -50,7 +50,11 @@ setup(
             "fairseq-syntax-tokenize = fairseq_syntax_preprocess.stages:tokenize_main",
             "fairseq-syntax-parse = fairseq_syntax_preprocess.stages:parse_main",
             "fairseq-syntax-bpe = fairseq_syntax_preprocess.stages:bpe_main",
+            "fairseq-syntax-perturb = fairseq_syntax_preprocess.perturb:cli_main",
             "fairseq-syntax-awsl = fairseq_syntax.analysis.awsl:cli_main",
+            "fairseq-syntax-evaluate = fairseq_syntax.analysis.evaluate:cli_main",
+            "fairseq-syntax-report = fairseq_syntax.analysis.results:cli_main",
+            "fairseq-syntax-show = fairseq_syntax.analysis.show:cli_main",
         ]
     },
 )

@@ -167,3 +167,49 @@ def test_interactive_translates_every_line_around_empty_ones(sample_model):
     assert hypotheses[0] == hypotheses[5] == alone[0]  # a byte-order mark is not a word
     assert hypotheses[4] == alone[1]
     assert hypotheses[1] == hypotheses[2] == hypotheses[3] == ""  # an empty line translates to an empty line
+
+
+# ------------------------------------------------------------------------------ provenance
+MISMATCH = "parsed and segmented differently from the model's training data"
+
+
+def test_checkpoint_records_its_data_bins_parser_projection_and_codes(sample_model):
+    import torch
+
+    from fairseq_syntax.data import provenance
+
+    state = torch.load(sample_model / "ckpt" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    model_cfg = state["cfg"]["model"]  # a Namespace for fairseq's legacy models, else a mapping
+    stored = model_cfg.get(provenance.ARG) if hasattr(model_cfg, "get") else getattr(model_cfg, provenance.ARG)
+    recorded = provenance.decode(stored)
+    assert recorded["parser"] == spacy_model() and recorded["projection"] == "first"
+    assert recorded["parser_version"] and recorded["spacy_version"]
+    import hashlib
+
+    codes = (sample_model / "data-bin" / "bpe.codes").read_bytes()
+    assert recorded["bpe_codes_sha256"] == hashlib.sha256(codes).hexdigest()
+
+
+def test_raw_text_with_the_training_data_bin_gives_no_provenance_warning(sample_model):
+    result = _interactive(sample_model, "A dog runs.\n")
+    assert MISMATCH not in result.stderr
+
+
+def test_raw_text_with_another_data_bin_warns_naming_both(sample_model, tmp_path):
+    import json
+
+    other = tmp_path / "other-bin"
+    shutil.copytree(sample_model / "data-bin", other)
+    meta = json.loads((other / "syntax.json").read_text(encoding="utf-8"))
+    meta["projection"]["rule"] = "chain"
+    (other / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    with open(other / "bpe.codes", "a", encoding="utf-8") as handle:
+        handle.write("d o\n")
+    result = call([tool("fairseq-interactive"), str(other), "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--source-lang", "en", "--target-lang",
+                   "de", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(other / "bpe.codes"),
+                   "--beam", "2", "--max-len-b", "12"], cwd=sample_model, stdin="A dog runs.\n")
+    assert MISMATCH in result.stderr
+    assert "projection: trained with first, now chain" in result.stderr
+    assert "bpe_codes_sha256: trained with " in result.stderr
+    assert "H-0" in result.stdout  # a warning, not a refusal

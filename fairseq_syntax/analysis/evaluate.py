@@ -1,0 +1,305 @@
+"""``fairseq-syntax-evaluate``: scores, paired significance and scores by source length and tree depth.
+
+    fairseq-syntax-evaluate --reference raw/test.de --baseline transformer=gen.transformer.txt \\
+        --system dep_rel=gen.dep_rel.txt --system rel=gen.rel.txt \\
+        --data-bin data-bin --split test --json eval.json --plot eval.png
+
+For every system: sacreBLEU's BLEU and chrF2 with their signatures, and sacreBLEU's paired
+bootstrap resampling against the baseline (p-value, the system's bootstrap mean and 95%
+confidence interval; a zero observed difference is reported as p = 1, see
+:mod:`fairseq_syntax.analysis.scoring`). With ``--data-bin`` (or ``--source``), BLEU per
+source-length bucket and per source tree-depth bucket (:mod:`fairseq_syntax.analysis.buckets`),
+printed as tables, written to ``--json`` and drawn to ``--plot`` as the BLEU difference to the
+baseline per bucket (paper 001, Figure 2). Translations are plain text (one per line) or
+``fairseq-generate`` output (:mod:`fairseq_syntax.analysis.hypotheses`).
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_preprocess.fileio import atomic_write, atomic_write_with, check_output_path, read_lines
+
+from . import buckets as bk
+from .hypotheses import read_translations
+from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
+    sentence_statistics, signature
+
+PROG = "fairseq-syntax-evaluate"
+#: an upper bound for --bootstrap-samples (memory grows with samples x sentences)
+MAX_SAMPLES = 100_000
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reference", "-r", required=True, help="reference translations, one per line (detokenized)")
+    p.add_argument("--baseline", "-b", required=True, metavar="[NAME=]FILE", help="the baseline's translations")
+    p.add_argument("--system", "-s", action="append", default=[], metavar="[NAME=]FILE",
+                   help="a system's translations (repeatable)")
+    p.add_argument("--target-lang", "-t", default=None,
+                   help="language of the translations, for Moses detokenization of fairseq-generate output "
+                        "(default: the data-bin's target language, else en)")
+    p.add_argument("--no-detokenize", action="store_true",
+                   help="take fairseq-generate output as it is (only BPE joints are removed)")
+    src = p.add_argument_group("source buckets")
+    src.add_argument("--data-bin", default=None, help="data-bin whose parse of --split gives lengths and depths")
+    src.add_argument("--split", default="test", help="split of --data-bin the translations are of (default: test)")
+    src.add_argument("--source-lang", default=None, help="source language of --data-bin (default: its syntax.json)")
+    src.add_argument("--source", default=None, help="source text instead of --data-bin: lengths only, no depths")
+    src.add_argument("--length-buckets", default="auto", metavar="EDGES",
+                     help="source-length bucket edges in words, e.g. 20,30,40,50 (paper 001 Fig. 2); "
+                          "auto: the quintiles of the test set (default)")
+    src.add_argument("--depth-buckets", default="auto", metavar="EDGES", help="tree-depth bucket edges, or auto")
+    sig = p.add_argument_group("significance")
+    sig.add_argument("--bootstrap-samples", type=int, default=DEFAULT_SAMPLES, help="resamples (sacreBLEU: 1000)")
+    sig.add_argument("--seed", type=int, default=DEFAULT_SEED, help="resampling seed (sacreBLEU: 12345)")
+    sig.add_argument("--alpha", type=float, default=0.05, help="significance level of the table's verdict")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", default=None, help="write everything to this JSON file")
+    out.add_argument("--statistics", action="store_true",
+                     help="also keep every system's translations and per-sentence sufficient statistics in --json "
+                          "(what fairseq-syntax-report needs to recompute paired tests without references)")
+    out.add_argument("--plot", default=None, help="write the per-bucket BLEU differences to this PNG")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def named_file(spec: str) -> Tuple[str, str]:
+    """``NAME=FILE`` or ``FILE`` (named after the file)."""
+    name, sep, path = spec.partition("=")
+    if sep and name and not os.path.exists(spec):
+        return name, path
+    return os.path.splitext(os.path.basename(spec))[0], spec
+
+
+def _progress(items, desc: str, quiet: bool):
+    if quiet:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, file=sys.stderr, leave=False)
+
+
+def evaluate(
+    references: List[str],
+    systems: List[Tuple[str, str, List[str]]],
+    profile: Optional[bk.SourceProfile],
+    length_edges: str = "auto",
+    depth_edges: str = "auto",
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = 0.05,
+    quiet: bool = True,
+) -> Dict:
+    """Everything the command reports, as one JSON-ready dict (``systems[0]`` is the baseline)."""
+    n = len(references)
+    for name, path, hyps in systems:
+        if len(hyps) != n:
+            raise InputError(path, None, f"has {len(hyps)} translations, the reference has {n} lines "
+                             "(a different test set, or an interrupted run)")
+    if profile is not None and len(profile.lengths) != n:
+        raise InputError(profile.origin, None, f"has {len(profile.lengths)} sentences, the reference has {n} lines")
+    metrics = {name: make_metric(name) for name in METRICS}
+    stats: Dict[str, Dict[str, List[List[float]]]] = {}
+    for name, _path, hyps in _progress(systems, "statistics", quiet):
+        stats[name] = {m: sentence_statistics(metric, hyps, references) for m, metric in metrics.items()}
+    baseline = systems[0][0]
+    report: Dict = {
+        "sentences": n, "baseline": baseline, "alpha": alpha,
+        "signatures": {m: signature(metric) for m, metric in metrics.items()},
+        "paired_signatures": {m: signature(metric, samples, seed) for m, metric in metrics.items()},
+        "systems": [],
+    }
+    for name, path, _hyps in _progress(systems, "paired bootstrap", quiet):
+        entry: Dict = {"name": name, "file": path,
+                       "scores": {m: corpus_score(metrics[m], stats[name][m]) for m in metrics}}
+        if name != baseline:
+            entry["paired"] = {m: paired_bootstrap(m, stats[baseline][m], stats[name][m], samples, seed).as_dict()
+                               for m in metrics}
+            for m in metrics:
+                entry["paired"][m]["significant"] = entry["paired"][m]["p_value"] < alpha
+        report["systems"].append(entry)
+    if profile is not None:
+        report["source"] = profile.origin
+        groups = {"length": (profile.lengths, length_edges, "source length (words)")}
+        if profile.depths is not None:
+            groups["depth"] = (profile.depths, depth_edges, "source tree depth (arcs)")
+        report["buckets"] = {}
+        for key, (values, spec, title) in groups.items():
+            try:
+                edges = bk.parse_edges(spec, values)
+            except ValueError as err:
+                raise UsageError(f"--{key}-buckets: {err}") from None
+            which = bk.bucket_of(values, edges)
+            names = bk.bucket_names(edges)
+            scores = {}
+            for name, _p, _h in systems:
+                rows = np.asarray(stats[name]["BLEU"])
+                scores[name] = [corpus_score(metrics["BLEU"], rows[which == b]) for b in range(len(names))]
+            report["buckets"][key] = {
+                "title": title, "edges": edges, "names": names,
+                "sentences": [int((which == b).sum()) for b in range(len(names))], "BLEU": scores,
+            }
+    report["_statistics"] = stats
+    return report
+
+
+def format_tables(report: Dict) -> str:
+    """The report as plain-text tables."""
+    lines = []
+    metric_names = list(METRICS)
+    head = ["system"] + metric_names + [f"{m} diff (p, 95% CI)" for m in metric_names]
+    rows = []
+    for s in report["systems"]:
+        row = [s["name"]] + [f"{s['scores'][m]:.2f}" for m in metric_names]
+        if "paired" not in s:
+            row += ["(baseline)"] * len(metric_names)
+        else:
+            for m in metric_names:
+                r = s["paired"][m]
+                star = "*" if r["significant"] else " "
+                row.append(f"{r['difference']:+.2f}{star} (p={r['p_value']:.4f}, {r['mean']:.2f} +- {r['ci']:.2f})")
+        rows.append(row)
+    lines += _table(head, rows)
+    lines.append(f"* p < {report['alpha']} (paired bootstrap, sacreBLEU); a zero difference is reported as p = 1")
+    for m, sig in report["paired_signatures"].items():
+        lines.append(f"{m}: {sig}")
+    for key, b in report.get("buckets", {}).items():
+        lines.append("")
+        lines.append(f"BLEU by {b['title']} ({report['source']})")
+        head = ["bucket", "sentences"] + [s["name"] for s in report["systems"]]
+        rows = []
+        for i, name in enumerate(b["names"]):
+            base = b["BLEU"][report["baseline"]][i]
+            row = [name, str(b["sentences"][i])]
+            for s in report["systems"]:
+                v = b["BLEU"][s["name"]][i]
+                if b["sentences"][i] == 0:
+                    row.append("n/a")
+                else:
+                    row.append(f"{v:.2f}" if s["name"] == report["baseline"] else f"{v:.2f} ({v - base:+.2f})")
+            rows.append(row)
+        lines += _table(head, rows)
+    return "\n".join(lines)
+
+
+def _table(head: List[str], rows: List[List[str]]) -> List[str]:
+    widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*head), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
+
+
+def plot_buckets(report: Dict, path: str) -> None:
+    """BLEU difference to the baseline per source-length and per tree-depth bucket (paper 001 Fig. 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = report.get("buckets", {})
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(5 * max(1, len(groups)), 3.6), squeeze=False)
+    base = report["baseline"]
+    for ax, (key, b) in zip(axes[0], groups.items()):
+        xs = np.arange(len(b["names"]))
+        for s in report["systems"][1:]:
+            diff = [v - w if c else float("nan")  # an empty bucket: a gap
+                    for v, w, c in zip(b["BLEU"][s["name"]], b["BLEU"][base], b["sentences"])]
+            ax.plot(xs, diff, "o-", label=s["name"])
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{n}\n({c})" for n, c in zip(b["names"], b["sentences"])], fontsize=8)
+        ax.set_xlabel(f"{b['title']} (sentences)")
+        ax.set_ylabel(f"BLEU - BLEU({base})")
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    try:
+        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except UserError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
+    # fairseq's wav2vec2_classification module sets the root logger to DEBUG when imported
+    logging.getLogger().setLevel(logging.WARNING)
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    if not 1 <= args.bootstrap_samples <= MAX_SAMPLES:
+        parser.error(f"--bootstrap-samples must be in 1..{MAX_SAMPLES} (sacreBLEU's default: 1000)")
+    if args.seed < 0:
+        parser.error("--seed must be a non-negative integer")
+    if not 0.0 < args.alpha < 1.0:
+        parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")
+    if args.json and args.plot and os.path.abspath(args.json) == os.path.abspath(args.plot):
+        parser.error("--json and --plot name the same file")
+    if args.data_bin and args.source:
+        parser.error("give --data-bin or --source, not both")
+    if args.source_lang and not args.target_lang:
+        parser.error("--source-lang needs --target-lang (or give neither: the data-bin's syntax.json names them)")
+    specs = [named_file(args.baseline)] + [named_file(s) for s in args.system]
+    names = [n for n, _ in specs]
+    if len(set(names)) != len(names):
+        parser.error(f"system names must differ, got {names}: name them NAME=FILE")
+    inputs = [args.reference] + [p for _, p in specs] + ([args.source] if args.source else [])
+    for flag, out in (("--json", args.json), ("--plot", args.plot)):
+        if out is not None:
+            check_output_path(out, inputs, flag)
+    if args.plot and not (args.data_bin or args.source):
+        parser.error("--plot draws the per-bucket scores: give --data-bin (or --source)")
+    if args.plot and not args.system:
+        parser.error("--plot draws each --system against the baseline: give at least one --system")
+    references = read_lines(args.reference, "reference file")
+    if not references:
+        raise InputError(args.reference, None, "the reference file is empty: expected one reference per line")
+    profile = None
+    target_lang = args.target_lang
+    if args.data_bin:
+        profile = bk.profile_from_data_bin(args.data_bin, args.split, args.source_lang,
+                                           None if args.source_lang is None else args.target_lang)
+        if target_lang is None:
+            meta_path = os.path.join(args.data_bin, "syntax.json")
+            try:
+                with open(meta_path, encoding="utf-8") as handle:
+                    target_lang = json.load(handle).get("target_lang")
+            except (OSError, ValueError):
+                target_lang = None
+    elif args.source:
+        profile = bk.profile_from_text(read_lines(args.source, "source file"), args.source)
+    systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize)) for n, p in specs]
+    report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
+                      args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet)
+    report["reference"] = args.reference
+    stats = report.pop("_statistics")
+    print(format_tables(report))
+    if args.json:
+        if args.statistics:
+            report["statistics"] = stats
+            report["hypotheses"] = {name: hyps for name, _p, hyps in systems}
+        atomic_write(args.json, [json.dumps(report, indent=1) + "\n"])
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.plot:
+        plot_buckets(report, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())

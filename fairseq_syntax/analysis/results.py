@@ -1,0 +1,402 @@
+"""``fairseq-syntax-report``: one JSON result per (model, seed) run, and the table rebuilt from all of them.
+
+``record`` writes a run's result: model, flags, seed, updates, best epoch, how training ended
+(early-stopped or capped), valid loss, commit, device, wall time, and per test set the scores,
+sacreBLEU signatures, hypotheses and per-sentence sufficient statistics of
+``fairseq-syntax-evaluate --statistics``, so paired tests can be recomputed without the
+references. ``table`` reads every result JSON under the given folders and prints (or writes)
+the Markdown table: mean and standard deviation over seeds, and per seed sacreBLEU's paired
+bootstrap against the same seed of the baseline (and of any ``--compare`` pair).
+
+    fairseq-syntax-report record --out results/transformer_rel.seed1.json --model transformer_rel \\
+        --seed 1 --save-dir checkpoints/transformer_rel.seed1 --max-update 2000 \\
+        --eval test_2016_flickr=eval.json --wall-seconds 3600 --flags "--dropout 0.3"
+    fairseq-syntax-report table examples/dep_rel/results/multi30k --baseline transformer \\
+        --compare transformer_dep_rel:transformer_rel --markdown examples/dep_rel/results/multi30k/README.md
+"""
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path
+
+from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, paired_bootstrap
+
+PROG = "fairseq-syntax-report"
+FORMAT = "fairseq-syntax-result/1"
+METRIC_KEYS = ("BLEU", "chrF2")
+
+
+# ------------------------------------------------------------------------------ record
+def checkpoint_facts(save_dir: str) -> Dict:
+    """Updates and epoch of ``checkpoint_last.pt``, best epoch and valid loss of ``checkpoint_best.pt``."""
+    import torch
+
+    facts: Dict = {}
+    for which in ("last", "best"):
+        path = os.path.join(save_dir, f"checkpoint_{which}.pt")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        except FileNotFoundError:
+            raise InputError(path, None, "not found: the run did not save a checkpoint") from None
+        except Exception as error:  # a damaged file: name it
+            raise InputError(path, None, f"cannot be read as a fairseq checkpoint ({type(error).__name__})") from None
+        if not isinstance(state, dict) or not isinstance(state.get("optimizer_history", []), list):
+            raise InputError(path, None, "is not a fairseq checkpoint (no optimizer history)")
+        extra = state.get("extra_state") or {}
+        history = state.get("optimizer_history") or [{}]
+        facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
+        facts[f"{which}_epoch"] = int((extra.get("train_iterator") or {}).get("epoch", 0))
+        if which == "best":
+            facts["best_valid_loss"] = extra.get("best", extra.get("val_loss"))
+    return facts
+
+
+def git_commit(repo: str) -> str:
+    """Short commit of ``repo``, ``+dirty`` when tracked files differ from it; ``unknown`` outside git."""
+    try:
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, facts: Dict,
+                 evaluations: Dict[str, Dict], commit: str, device: str, wall_seconds: float) -> Dict:
+    """The result of one run (see the module docstring)."""
+    updates = facts["last_updates"]
+    stopped = f"capped at {max_update} updates" if updates >= max_update else "early-stopped"
+    tests = {}
+    for name, ev in evaluations.items():
+        system = ev["systems"][0]
+        tests[name] = {
+            "sentences": ev["sentences"],
+            "scores": system["scores"],
+            "signatures": ev["signatures"],
+            "statistics": ev["statistics"][system["name"]],
+            "hypotheses": ev.get("hypotheses", {}).get(system["name"]),
+        }
+    return {
+        "format": FORMAT, "model": model, "arch": arch, "seed": seed, "flags": flags,
+        "max_update": max_update, "updates": updates, "epochs": facts["last_epoch"],
+        "best_epoch": facts["best_epoch"], "best_updates": facts["best_updates"],
+        "best_valid_loss": facts["best_valid_loss"], "stopped": stopped,
+        "commit": commit, "device": device, "wall_seconds": round(wall_seconds, 1), "tests": tests,
+    }
+
+
+def read_evaluation(path: str) -> Dict:
+    """A ``fairseq-syntax-evaluate --statistics`` JSON of exactly one system, checked."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            ev = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise InputError(path, None, f"is not a readable fairseq-syntax-evaluate JSON ({error})") from None
+    systems = ev.get("systems") if isinstance(ev, dict) else None
+    if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
+            or not isinstance(systems[0].get("scores"), dict) or "sentences" not in ev:
+        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (no systems with scores)")
+    if len(systems) != 1:
+        raise InputError(path, None, f"evaluates {len(systems)} systems; a run's result needs the evaluation "
+                         "of its own translations alone (fairseq-syntax-evaluate -b RUN=FILE)")
+    name = systems[0].get("name")
+    stats = (ev.get("statistics") or {}).get(name)
+    if not isinstance(stats, dict) or any(len(stats.get(m, [])) != ev["sentences"] for m in METRIC_KEYS):
+        raise InputError(path, None, "lacks per-sentence statistics: run fairseq-syntax-evaluate with --statistics")
+    return ev
+
+
+# ------------------------------------------------------------------------------- table
+def _json_files(folder: str) -> List[str]:
+    """``*.json`` under ``folder``, symbolic links to folders not followed."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs.sort()
+        found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".json")]
+    return found
+
+
+def _check_result(data: Dict, path: str) -> None:
+    ok = isinstance(data.get("tests"), dict) and isinstance(data.get("model"), str) \
+        and isinstance(data.get("seed"), int)
+    for test in (data.get("tests") or {}).values() if ok else ():
+        stats = test.get("statistics") if isinstance(test, dict) else None
+        if not isinstance(stats, dict) or not isinstance(test.get("scores"), dict) \
+                or any(len(stats.get(m) or []) != test.get("sentences") for m in METRIC_KEYS) \
+                or any(m not in test["scores"] for m in METRIC_KEYS):
+            ok = False
+    if not ok:
+        raise InputError(path, None, f"is a damaged {FORMAT} result (model, seed, tests with scores and "
+                         "per-sentence statistics expected)")
+
+
+def load_results(folders: Sequence[str]) -> List[Dict]:
+    """Every result JSON under ``folders``: files of another format are skipped, damaged ones and
+    a second result of the same (model, seed) are named."""
+    results, seen, where = [], set(), {}
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise InputError(folder, None, "is not a folder of results")
+        for path in _json_files(folder):
+            real = os.path.realpath(path)
+            if real in seen:  # the same file reached twice (a folder given twice)
+                continue
+            seen.add(real)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    data = json.load(handle)
+            except (OSError, ValueError) as error:
+                raise InputError(path, None, f"is not a readable JSON result ({error})") from None
+            if isinstance(data, dict) and data.get("format") == FORMAT:
+                _check_result(data, path)
+                key = (data["model"], data["seed"])
+                if key in where:
+                    raise InputError(path, None, f"is a second result of {key[0]} seed {key[1]} "
+                                     f"(the first: {where[key]}): keep one")
+                where[key] = path
+                data["_path"] = path
+                results.append(data)
+    return results
+
+
+def _mean_std(values: List[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
+                  samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> List[Dict]:
+    """Per seed both models have: sacreBLEU's paired bootstrap (BLEU) of ``system`` against ``baseline``."""
+    by_seed = {(r["model"], r["seed"]): r for r in results if test in r["tests"]}
+    rows = []
+    for (model, s), r in sorted(by_seed.items(), key=lambda kv: kv[0][1]):
+        if model != system or (baseline, s) not in by_seed:
+            continue
+        b = by_seed[(baseline, s)]
+        if b["tests"][test]["sentences"] != r["tests"][test]["sentences"]:
+            raise InputError(r["_path"], None, f"test set {test!r} has {r['tests'][test]['sentences']} sentences, "
+                             f"{b['tests'][test]['sentences']} in {b['_path']}: not the same test set")
+        res = paired_bootstrap("BLEU", b["tests"][test]["statistics"]["BLEU"], r["tests"][test]["statistics"]["BLEU"],
+                               samples, seed)
+        rows.append({"seed": s, **res.as_dict()})
+    return rows
+
+
+def _verdict(rows: List[Dict], alpha: float) -> str:
+    if not rows:
+        return "-"
+    better = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] > 0)
+    worse = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] < 0)
+    diffs = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows)
+    parts = []
+    if better:
+        parts.append(f"{better}/{len(rows)} seeds significantly better")
+    if worse:
+        parts.append(f"{worse}/{len(rows)} seeds significantly worse")
+    if not parts:
+        parts.append(f"no significant difference in {len(rows)} seed{'s' if len(rows) > 1 else ''}")
+    return f"{'; '.join(parts)}: {diffs}"
+
+
+def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05) -> str:
+    """The Markdown table(s), one per test set."""
+    tests = sorted({t for r in results for t in r["tests"]})
+    out = []
+    for test in tests:
+        here = [r for r in results if test in r["tests"]]
+        models = sorted({r["model"] for r in here}, key=lambda m: (m != baseline, m))
+        out.append(f"**{test}** ({here[0]['tests'][test]['sentences']} sentences; "
+                   f"BLEU {here[0]['tests'][test]['signatures']['BLEU']})\n")
+        out.append(f"| model | seeds | training | BLEU | chrF2 | vs `{baseline}` (paired bootstrap, BLEU, per seed) |")
+        out.append("|---|---|---|---|---|---|")
+        for m in models:
+            runs = sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"])
+            bleu = [r["tests"][test]["scores"]["BLEU"] for r in runs]
+            chrf = [r["tests"][test]["scores"]["chrF2"] for r in runs]
+            stops = sorted({r["stopped"] for r in runs})
+            updates = "/".join(str(r["updates"]) for r in runs)
+            training = f"{', '.join(stops)} ({updates} updates)"
+            verdict = "(baseline)" if m == baseline else _verdict(compare_seeds(here, m, baseline, test), alpha)
+            out.append(f"| `{m}` | {','.join(str(r['seed']) for r in runs)} | {training} | {_mean_std(bleu)} | "
+                       f"{_mean_std(chrf)} | {verdict} |")
+        for system, base in compares:
+            rows = compare_seeds(here, system, base, test)
+            if rows:
+                out.append(f"\n`{system}` against `{base}` (same seeds): {_verdict(rows, alpha)}")
+        out.append("")
+    out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
+               f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
+               "of the other model; a zero difference counts as p = 1.")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------- parse-noise robustness
+def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
+    """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
+    points: Dict[str, List[Tuple[float, float]]] = {}
+    for spec in specs:
+        key, sep, path = spec.partition("=")
+        model, sep2, p = key.rpartition(":")
+        if not sep or not sep2 or not model:
+            raise UsageError(f"--point {spec!r}: expected MODEL:P=EVAL_JSON")
+        try:
+            prob = float(p)
+        except ValueError:
+            prob = float("nan")
+        if not 0.0 <= prob <= 1.0:
+            raise UsageError(f"--point {spec!r}: {p!r} is not a probability in [0, 1]")
+        if any(q == prob for q, _ in points.get(model, [])):
+            raise UsageError(f"--point {spec!r}: {model} at p = {p} is given twice")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                ev = json.load(handle)
+            bleu = float(ev["systems"][0]["scores"]["BLEU"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            raise InputError(path, None, f"is not a fairseq-syntax-evaluate JSON ({type(error).__name__})") from None
+        points.setdefault(model, []).append((prob, bleu))
+    return {m: sorted(v) for m, v in points.items()}
+
+
+def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: str = "") -> None:
+    """BLEU against the parse-noise probability p, one line per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fairseq_syntax_preprocess.fileio import atomic_write_with
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for model, pts in sorted(points.items()):
+        ax.plot([p for p, _ in pts], [b for _, b in pts], "o-", label=model)
+    ax.set_xlabel("p: probability that a word's parse is perturbed (test set)")
+    ax.set_ylabel("BLEU")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    try:
+        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------------- CLI
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="write one run's result JSON")
+    rec.add_argument("--out", required=True)
+    rec.add_argument("--model", required=True, help="the run's name (the arch, or arch + variant tag)")
+    rec.add_argument("--arch", default=None, help="fairseq --arch (default: --model)")
+    rec.add_argument("--seed", type=int, required=True)
+    rec.add_argument("--flags", default="", help="the training flags that differ from the recipe's")
+    rec.add_argument("--save-dir", required=True, help="the run's checkpoint folder")
+    rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
+    rec.add_argument("--eval", action="append", default=[], metavar="TEST=EVAL_JSON", required=True,
+                     help="fairseq-syntax-evaluate --statistics output of one test set (repeatable)")
+    rec.add_argument("--wall-seconds", type=float, default=0.0)
+    rec.add_argument("--device", default="cpu")
+    rec.add_argument("--repo", default=".", help="the checkout whose commit trained the run")
+    tab = sub.add_parser("table", help="the Markdown table of every result under the folders")
+    tab.add_argument("folders", nargs="+")
+    tab.add_argument("--baseline", default="transformer")
+    tab.add_argument("--compare", action="append", default=[], metavar="SYSTEM:BASELINE",
+                     help="a further pair to test seed by seed (repeatable)")
+    tab.add_argument("--alpha", type=float, default=0.05)
+    tab.add_argument("--markdown", default=None, help="also write the table to this file")
+    noise = sub.add_parser("noise", help="BLEU against parse noise p per model (fairseq-syntax-perturb)")
+    noise.add_argument("--point", action="append", default=[], required=True, metavar="MODEL:P=EVAL_JSON")
+    noise.add_argument("--plot", required=True, help="the PNG to write")
+    noise.add_argument("--json", default=None, help="also write the points here")
+    noise.add_argument("--title", default="")
+    return p
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except UserError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.command == "record":
+        evaluations = {}
+        for spec in args.eval:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or not path:
+                parser.error(f"--eval {spec!r}: expected TEST=EVAL_JSON")
+            if name in evaluations:
+                parser.error(f"--eval: test set {name!r} given twice")
+            evaluations[name] = read_evaluation(path)
+        check_output_path(args.out, [p.partition("=")[2] for p in args.eval], "--out")
+        result = build_result(args.model, args.arch or args.model, args.seed, args.flags, args.max_update,
+                              checkpoint_facts(args.save_dir), evaluations, git_commit(args.repo), args.device,
+                              args.wall_seconds)
+        folder = os.path.dirname(os.path.abspath(args.out))
+        os.makedirs(folder, exist_ok=True)
+        atomic_write(args.out, [json.dumps(result, indent=1) + "\n"])
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
+    if args.command == "noise":
+        inputs = [spec.partition("=")[2] for spec in args.point]
+        check_output_path(args.plot, inputs, "--plot")
+        if args.json:
+            check_output_path(args.json, inputs, "--json")
+            if os.path.abspath(args.json) == os.path.abspath(args.plot):
+                parser.error("--json and --plot name the same file")
+        logging.getLogger().setLevel(logging.WARNING)  # fairseq sets the root logger to DEBUG
+        points = noise_points(args.point)
+        plot_noise(points, args.plot, args.title)
+        for model, pts in sorted(points.items()):
+            print(f"{model}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
+        if args.json:
+            atomic_write(args.json, [json.dumps(points, indent=1) + "\n"])
+        return 0
+    compares = []
+    for spec in args.compare:
+        system, sep, base = spec.partition(":")
+        if not sep or not system or not base:
+            parser.error(f"--compare {spec!r}: expected SYSTEM:BASELINE")
+        compares.append((system, base))
+    if not 0.0 < args.alpha < 1.0:
+        parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")
+    results = load_results(args.folders)
+    if not results:
+        raise InputError(", ".join(args.folders), None, f"holds no {FORMAT} JSON results")
+    if args.markdown:
+        check_output_path(args.markdown, [r["_path"] for r in results], "--markdown")
+    models = {r["model"] for r in results}
+    for name, flag in [(args.baseline, "--baseline")] + [(m, "--compare") for pair in compares for m in pair]:
+        if name not in models:
+            print(f"{PROG}: warning: {flag} {name}: no result of that model yet (models: {sorted(models)})",
+                  file=sys.stderr)
+    text = make_table(results, args.baseline, compares, args.alpha)
+    print(text)
+    if args.markdown:
+        atomic_write(args.markdown, [text])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())

@@ -1,0 +1,268 @@
+"""``fairseq-syntax-perturb``: a copy of a data-bin whose parses are noisier, for parse-noise robustness.
+
+    fairseq-syntax-perturb data-bin --destdir data-bin.p0.2 --p 0.2 --seed 1            # test splits
+    fairseq-syntax-perturb data-bin --destdir noisy-bin --p 0.1 --splits train,valid,test
+
+Paper 001 names robustness to parse errors as future work; this simulates a worse parser. The
+perturbation works on the words, not the pieces: each word's tree is recovered from the piece
+streams (a word is its first piece; later pieces hang from it or from each other with the
+``<subword>`` label), and each word is perturbed with probability ``p``, in a random order:
+
+* a non-root word is reattached to a head drawn uniformly from the words of its own tree that
+  are not the word itself or one of its descendants (so the result is still a tree, with the
+  same root);
+* its label is replaced by another label of the data-bin's label dictionary, drawn uniformly
+  (special symbols, ``<subword>`` and ``</s>`` excluded). A root keeps its head, and gets a new
+  label.
+
+The perturbed word tree is projected onto the pieces again as the data-bin's rule did (first
+pieces carry the word's head and label; the arcs inside words are unchanged). Text,
+dictionaries, POS and every split not chosen are copied unchanged; ``syntax.json`` records
+``perturbation`` (p, seed, splits, the source data-bin, words perturbed per split). The copy
+is written beside ``--destdir`` and renamed into place when complete, as
+``fairseq-syntax-preprocess`` does. Training on noisy parses is possible (``--splits
+train,...``) but not the default: the robustness recipe perturbs test sets only.
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from fairseq_syntax_core.databin import HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, stream_prefix
+from fairseq_syntax_core.errors import InputError, UsageError, UserError
+
+from .conllu import format_conllu
+from .destdir import check_destdir, files_of, make_temp_dir, move_into_place, our_metadata
+from .interrupts import handle_termination, removed_on_failure, signals_deferred
+from .word_tree import SUBWORD_LABEL, WordTree
+
+PROG = "fairseq-syntax-perturb"
+logger = logging.getLogger(__name__)
+RESERVED_LABELS = (SUBWORD_LABEL, "</s>")
+
+
+def word_tree_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(first piece of each word, 1-based head word of each word, 0 = root) from a piece-level tree."""
+    first = np.flatnonzero(is_first)
+    word_of_piece = np.cumsum(is_first) - 1
+    piece_head = heads[first]  # 1-based piece, 0 = root
+    word_head = np.where(piece_head == 0, 0, word_of_piece[np.maximum(piece_head - 1, 0)] + 1)
+    return first, word_head
+
+
+def _root_and_ancestors(word_head: np.ndarray, w: int) -> List[int]:
+    """0-based words from ``w`` up to its root, ``w`` included."""
+    path, seen = [w], {w}
+    while word_head[path[-1]] != 0:
+        nxt = int(word_head[path[-1]]) - 1
+        if nxt in seen:  # cannot happen in a valid tree; stop rather than loop
+            break
+        path.append(nxt)
+        seen.add(nxt)
+    return path
+
+
+def perturb_words(word_head: np.ndarray, word_label: np.ndarray, p: float, labels: np.ndarray,
+                  rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray, int]:
+    """Perturb a word tree (see the module docstring); returns new heads, labels and the count."""
+    heads, labs = word_head.copy(), word_label.copy()
+    n = len(heads)
+    count = 0
+    for w in rng.permutation(n):
+        if rng.random() >= p:
+            continue
+        count += 1
+        others = labels[labels != labs[w]]
+        if len(others):
+            labs[w] = others[rng.integers(len(others))]
+        if heads[w] == 0:
+            continue
+        root = _root_and_ancestors(heads, w)[-1]
+        candidates = [c for c in range(n) if c != w and _root_and_ancestors(heads, c)[-1] == root
+                      and w not in _root_and_ancestors(heads, c)]
+        heads[w] = candidates[rng.integers(len(candidates))] + 1  # never empty: w's own head qualifies
+    return heads, labs, count
+
+
+def perturb_pieces(heads: np.ndarray, labels: np.ndarray, subword: int, p: float, label_pool: np.ndarray,
+                   rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray, int]:
+    """A piece-level tree (1-based heads, label ids) with its words perturbed and projected back."""
+    heads, labels = np.asarray(heads, dtype=np.int64), np.asarray(labels, dtype=np.int64)
+    is_first = labels != subword
+    if len(heads) == 0:
+        return heads, labels, 0
+    if not is_first[0]:
+        raise ValueError("the first piece continues a word (<subword>)")
+    first, word_head = word_tree_of_pieces(heads, is_first)
+    new_head, new_label, count = perturb_words(word_head, labels[first], p, label_pool, rng)
+    out_heads, out_labels = heads.copy(), labels.copy()
+    out_heads[first] = np.where(new_head == 0, 0, first[np.maximum(new_head - 1, 0)] + 1)
+    out_labels[first] = new_label
+    return out_heads, out_labels, count
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _load(prefix: str):
+    """An mmap indexed dataset, or an error naming its file."""
+    from fairseq.data import data_utils
+
+    for ext in (".bin", ".idx"):
+        if not os.path.isfile(prefix + ext):
+            raise InputError(prefix + ext, None, "not found: the data-bin is incomplete")
+    try:
+        data = data_utils.load_indexed_dataset(prefix, None, "mmap")
+        len(data)
+        if len(data):
+            data[len(data) - 1]  # reads through the end of the .bin
+    except Exception as error:  # truncated or foreign files surface as many exception types
+        raise InputError(prefix + ".bin", None, f"cannot be read as a fairseq indexed dataset "
+                         f"({type(error).__name__}): damaged") from None
+    if data is None:
+        raise InputError(prefix + ".bin", None, "cannot be read as a fairseq indexed dataset")
+    return data
+
+
+def _tree_problem(heads: np.ndarray, labels: np.ndarray, n_pieces: int, subword: int) -> Optional[str]:
+    """What is wrong with a stored piece tree, or None."""
+    from fairseq_syntax_core.trees import validate_heads
+
+    if len(heads) != n_pieces or len(labels) != n_pieces:
+        return f"{len(heads)} heads and {len(labels)} labels for {n_pieces} pieces"
+    if n_pieces and labels[0] == subword:
+        return "the first piece continues a word (<subword>)"
+    try:
+        validate_heads(heads)
+    except ValueError as error:
+        return f"not a tree ({error})"
+    return None
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data_bin", help="a data-bin made by fairseq-syntax-preprocess")
+    p.add_argument("--destdir", required=True, help="the perturbed copy")
+    p.add_argument("--p", type=float, required=True, help="probability that a word is perturbed, in [0, 1]")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--splits", default=None,
+                   help="comma-separated splits to perturb (default: the test splits, test, test1, ...)")
+    p.add_argument("--overwrite", action="store_true", help="replace a data-bin already at --destdir")
+    return p
+
+
+def run(args) -> Dict[str, int]:
+    """Write the perturbed copy; returns the number of words perturbed per split."""
+    from fairseq.data import Dictionary
+
+    from .side_files import write_streams
+
+    if not 0.0 <= args.p <= 1.0:
+        raise UsageError(f"--p {args.p}: expected a probability in [0, 1]")
+    meta_path = os.path.join(args.data_bin, METADATA_FILE)
+    meta = our_metadata(meta_path)
+    if meta is None:
+        raise InputError(meta_path, None, "not found or not written by fairseq-syntax-preprocess: "
+                         "perturb a data-bin the pipeline made")
+    src, tgt = meta["source_lang"], meta["target_lang"]
+    streams = meta.get(PARSED_LANGS_KEY, {}).get(src, [])
+    if HEAD.name not in streams or LABEL.name not in streams:
+        raise InputError(meta_path, None, f"the source '{src}' has no parse streams to perturb")
+    known = list(meta.get("splits", {}))
+    requested = [x.strip() for x in args.splits.split(",") if x.strip()] if args.splits else \
+        [s for s in known if s.startswith("test")]
+    splits = list(dict.fromkeys(requested))  # each split once
+    unknown = [s for s in splits if s not in known]
+    if unknown or not splits:
+        raise UsageError(f"--splits {args.splits or '(test splits)'}: the data-bin holds {known}")
+    check_destdir(args.destdir, args.overwrite, [args.data_bin])
+    if _inside(args.destdir, args.data_bin):
+        raise UsageError(f"--destdir {args.destdir} is inside the data-bin {args.data_bin} it copies: write elsewhere")
+    for name in (f"dict.{src}.{LABEL.dictionary}.txt", f"dict.{src}.{POS.dictionary}.txt", f"dict.{src}.txt"):
+        if not os.path.isfile(os.path.join(args.data_bin, name)):
+            raise InputError(os.path.join(args.data_bin, name), None, "not found: the data-bin is incomplete")
+    labels = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{LABEL.dictionary}.txt"))
+    specials = {labels.bos(), labels.pad(), labels.eos(), labels.unk()}
+    reserved = {labels.index(x) for x in RESERVED_LABELS if x in labels.indices}
+    pool = np.asarray([i for i in range(len(labels)) if i not in specials and i not in reserved], dtype=np.int64)
+    subword = labels.indices.get(SUBWORD_LABEL, -1)
+    pos_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{POS.dictionary}.txt"))
+    src_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.txt"))
+
+    rng = np.random.default_rng(args.seed)
+    try:
+        out = make_temp_dir(args.destdir)
+    except OSError as error:
+        raise UsageError(f"--destdir {args.destdir}: cannot create a folder beside it ({error.strerror})") from None
+    counts: Dict[str, int] = {}
+    with removed_on_failure(out):
+        for name in sorted(files_of(meta)):
+            path = os.path.join(args.data_bin, name)
+            if os.path.isfile(path):
+                shutil.copy2(path, os.path.join(out, name))
+        for split in splits:
+            prefix = {s: stream_prefix(args.data_bin, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name, POS.name)}
+            prefix["text"] = os.path.join(args.data_bin, f"{split}.{src}-{tgt}.{src}")
+            data = {s: _load(pre) for s, pre in prefix.items()}
+            text = data.pop("text")
+            n = len(text)
+            for s_name, d in data.items():
+                if len(d) != n:
+                    raise InputError(prefix[s_name] + ".bin", None, f"holds {len(d)} sentences, the source text {n}: "
+                                     "damaged, or from another run")
+            trees: List[WordTree] = []
+            counts[split] = 0
+            for i in range(len(data[HEAD.name])):
+                heads = data[HEAD.name][i].numpy()
+                label_ids = data[LABEL.name][i].numpy()
+                problem = _tree_problem(heads, label_ids, len(text[i]) - 1, subword)
+                if problem:
+                    raise InputError(prefix[HEAD.name] + ".bin", None, f"sentence {i}: {problem}: damaged, or from "
+                                     "another run")
+                new_heads, new_labels, c = perturb_pieces(heads, label_ids, subword, args.p, pool, rng)
+                counts[split] += c
+                pieces = [src_dict[t] for t in text[i].tolist()[:-1]]
+                trees.append(WordTree(words=pieces, heads=new_heads, labels=[labels[x] for x in new_labels],
+                                      pos=[pos_dict[x] for x in data[POS.name][i].tolist()]))
+            out_prefix = {s: stream_prefix(out, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name)}
+            write_streams(out_prefix, trees, {LABEL.name: labels}, [HEAD.name, LABEL.name])
+            with open(stream_prefix(out, split, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
+                for i, tree in enumerate(trees, start=1):
+                    handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
+        meta = dict(meta)
+        record = {"p": args.p, "seed": args.seed, "splits": splits,
+                  "source": os.path.abspath(args.data_bin), "words_perturbed": counts}
+        if "perturbation" in meta:  # a perturbed data-bin perturbed again: keep the earlier round
+            record["previous"] = meta["perturbation"]
+        meta["perturbation"] = record
+        with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
+            json.dump(meta, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        with signals_deferred():
+            move_into_place(out, args.destdir, args.overwrite)
+    return counts
+
+
+def cli_main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stderr)
+    handle_termination()
+    try:
+        counts = run(get_parser().parse_args(argv))
+    except UserError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    for split, c in counts.items():
+        print(f"{split}: {c} words perturbed", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())

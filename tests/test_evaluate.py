@@ -1,0 +1,202 @@
+"""fairseq-syntax-evaluate: sacreBLEU scores, paired bootstrap, buckets by source length and tree depth."""
+
+import json
+import random
+
+import pytest
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
+
+from fairseq_syntax.analysis import buckets as bk
+from fairseq_syntax.analysis import scoring
+from fairseq_syntax.analysis.evaluate import cli_main
+from fairseq_syntax.analysis.hypotheses import read_translations
+from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_preprocess.cli import get_parser, run
+
+from .conftest import write
+
+REFS = [
+    "A man rides a red bike down the street .",
+    "Two dogs play in the snow .",
+    "A woman is reading a book in the park .",
+    "Children are swimming in a lake .",
+    "An old man sits on a bench .",
+    "A girl with a hat runs on the beach .",
+    "The band plays music on a stage .",
+    "A boy jumps into the water .",
+]
+# every sentence has one word wrong
+WORSE = [
+    "A man rides a blue bike down the street .",
+    "Two cats play in the snow .",
+    "A woman is reading a paper in the park .",
+    "Children are swimming in a pool .",
+    "An old woman sits on a bench .",
+    "A girl with a cap runs on the beach .",
+    "The band plays songs on a stage .",
+    "A boy jumps into the sea .",
+]
+
+
+def files(tmp_path, **texts):
+    return {name: write(tmp_path / f"{name}.txt", "\n".join(lines) + "\n") for name, lines in texts.items()}
+
+
+def evaluate_json(tmp_path, *argv):
+    out = tmp_path / "eval.json"
+    assert cli_main([*argv, "--json", str(out), "--quiet"]) == 0
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_identical_systems_are_p_1_and_not_significant(tmp_path):
+    f = files(tmp_path, ref=REFS, base=WORSE, same=WORSE)
+    report = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "-s", f"same={f['same']}")
+    for metric in ("BLEU", "chrF2"):
+        paired = report["systems"][1]["paired"][metric]
+        assert paired["difference"] == 0.0
+        assert paired["p_value"] == 1.0  # sacreBLEU alone would say 1/1001
+        assert not paired["significant"]
+        assert "p = 1" in paired["note"]
+
+
+def test_a_system_with_every_sentence_fixed_is_significant(tmp_path):
+    refs, worse = REFS * 4, WORSE * 4
+    f = files(tmp_path, ref=refs, base=worse, fixed=refs)
+    report = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "-s", f"fixed={f['fixed']}")
+    fixed = report["systems"][1]
+    assert fixed["scores"]["BLEU"] == pytest.approx(100.0)
+    for metric in ("BLEU", "chrF2"):
+        assert fixed["paired"][metric]["difference"] > 0
+        assert fixed["paired"][metric]["p_value"] < 0.05
+        assert fixed["paired"][metric]["significant"]
+    assert report["paired_signatures"]["BLEU"].endswith("bs:1000|seed:12345") or "bs:1000" in report["paired_signatures"]["BLEU"]
+
+
+def test_paired_bootstrap_from_statistics_equals_sacrebleus_own():
+    rng = random.Random(3)
+    words = "a the cat dog sat on mat red big small ran home".split()
+    refs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(120)]
+    base = [" ".join(w if rng.random() < 0.7 else rng.choice(words) for w in r.split()) for r in refs]
+    system = [" ".join(w if rng.random() < 0.75 else rng.choice(words) for w in r.split()) for r in refs]
+    _, scores = PairedTest([("base", base), ("sys", system)], {"BLEU": BLEU(), "chrF2": CHRF()}, [refs],
+                           test_type="bs", n_samples=1000)()
+    for metric in ("BLEU", "chrF2"):
+        m = scoring.make_metric(metric)
+        ours = scoring.paired_bootstrap(metric, scoring.sentence_statistics(m, base, refs),
+                                        scoring.sentence_statistics(m, system, refs))
+        theirs = scores[metric][1]
+        assert ours.p_value == theirs.p_value
+        assert ours.system == pytest.approx(theirs.score, abs=1e-4)
+        assert ours.mean == pytest.approx(theirs.mean, abs=1e-4)
+        assert ours.ci == pytest.approx(theirs.ci, abs=1e-4)
+
+
+def test_fairseq_generate_output_in_id_order_without_bpe_and_detokenized(tmp_path):
+    gen = write(tmp_path / "gen.txt", "\n".join([
+        "S-1\tZwei Hunde",
+        "H-1\t-0.5\tZwei Hun@@ de spielen .",
+        "D-1\t-0.5\tZwei Hun@@ de spielen .",
+        "P-1\t-0.1 -0.2",
+        "S-0\tEin Mann",
+        "H-0\t-0.4\tEin Mann , der &quot; fährt &quot; .",
+        "D-0\t-0.4\tEin Mann , der &quot; fährt &quot; .",
+        "Generate test with beam=5: BLEU4 = 10.00",
+    ]) + "\n")
+    assert read_translations(gen, "de") == ['Ein Mann, der "fährt".', "Zwei Hunde spielen."]
+    assert read_translations(gen, "de", detokenize=False)[1] == "Zwei Hunde spielen ."
+
+
+def test_output_fairseq_already_detokenized_is_taken_as_it_is(tmp_path):
+    gen = write(tmp_path / "gen.txt", "\n".join([
+        "H-0\t-0.4\tR &amp; B , Mann .",
+        "D-0\t-0.4\tR &amp; B, Mann.",  # --tokenizer moses: fairseq detokenized (a literal "&amp;" stays)
+        "H-1\t-0.5\tZwei Hunde .",
+        "D-1\t-0.5\tZwei Hunde.",
+    ]) + "\n")
+    assert read_translations(gen, "de") == ["R &amp; B, Mann.", "Zwei Hunde."]
+
+
+def test_interrupted_generate_output_is_refused(tmp_path):
+    gen = write(tmp_path / "gen.txt", "H-0\t-0.4\tEin Mann .\nH-2\t-0.4\tDrei .\n")
+    with pytest.raises(InputError, match=r"gen.txt: .*not 0..1 \(missing e.g. \[1\]\)"):
+        read_translations(gen, "de")
+
+
+def test_translations_of_another_test_set_are_refused_naming_the_file(tmp_path, capsys):
+    f = files(tmp_path, ref=REFS, base=WORSE, short=WORSE[:5])
+    assert cli_main(["-r", f["ref"], "-b", f["base"], "-s", f["short"], "--quiet"]) == 1
+    assert f"{f['short']}: has 5 translations, the reference has 8 lines" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ buckets from the parse
+#: source sentences and their parses: depth 1 (flat), depth 3 (a chain), depth 0 (one word)
+BUCKET_SRC = ["the dog runs fast .", "big dogs chase small cats", "Stop"]
+BUCKET_CONLLU = (
+    "1\tthe\t_\tX\t_\t_\t2\tdet\t_\t_\n2\tdog\t_\tX\t_\t_\t0\troot\t_\t_\n3\truns\t_\tX\t_\t_\t2\tdep\t_\t_\n"
+    "4\tfast\t_\tX\t_\t_\t2\tdep\t_\t_\n5\t.\t_\tX\t_\t_\t2\tpunct\t_\t_\n\n"
+    "1\tbig\t_\tX\t_\t_\t0\troot\t_\t_\n2\tdogs\t_\tX\t_\t_\t1\tdep\t_\t_\n3\tchase\t_\tX\t_\t_\t2\tdep\t_\t_\n"
+    "4\tsmall\t_\tX\t_\t_\t3\tdep\t_\t_\n5\tcats\t_\tX\t_\t_\t3\tdep\t_\t_\n\n"
+    "1\tStop\t_\tX\t_\t_\t0\troot\t_\t_\n\n"
+)
+
+
+@pytest.fixture
+def bucket_bin(tmp_path):
+    write(tmp_path / "train.en", "\n".join(BUCKET_SRC) + "\n")
+    write(tmp_path / "train.de", "der Hund rennt schnell .\ngroße Hunde jagen kleine Katzen\nHalt\n")
+    write(tmp_path / "train.en.conllu", BUCKET_CONLLU)
+    destdir = tmp_path / "bin"
+    # few BPE merges: words split into pieces, which must not count as words or depth
+    run(get_parser().parse_args(["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
+                                 "--destdir", str(destdir), "--pretokenized", "--external-parse", "conllu",
+                                 "--bpe-symbols", "3", "--joined-dictionary"]))
+    return destdir
+
+
+def test_lengths_and_depths_come_from_the_data_bins_parse_in_words(bucket_bin):
+    profile = bk.profile_from_data_bin(str(bucket_bin), "train", None, None)
+    assert profile.lengths.tolist() == [5, 5, 1]
+    assert profile.depths.tolist() == [1, 3, 0]
+
+
+def test_bucket_edges_and_names():
+    assert bk.bucket_names([20, 30, 40, 50]) == ["<20", "20-29", "30-39", "40-49", ">=50"]
+    assert bk.bucket_of(bk.np.array([3, 20, 29, 30, 77]), [20, 30, 40, 50]).tolist() == [0, 1, 1, 2, 4]
+    with pytest.raises(ValueError, match="increasing"):
+        bk.parse_edges("30,20", bk.np.array([1]))
+
+
+def test_bleu_by_depth_and_length_tables_json_and_plot(bucket_bin, tmp_path):
+    refs = ["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"]
+    f = files(tmp_path, ref=refs, base=["der Hund rennt .", "große Hunde jagen Katzen", "Halt"], sys=refs)
+    plot = tmp_path / "eval.png"
+    report = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "-s", f"sys={f['sys']}",
+                           "--data-bin", str(bucket_bin), "--split", "train", "--depth-buckets", "1,2",
+                           "--length-buckets", "2", "--plot", str(plot), "--statistics")
+    depth = report["buckets"]["depth"]
+    assert depth["names"] == ["<1", "1", ">=2"] and depth["sentences"] == [1, 1, 1]
+    # (a one-word sentence has no 4-grams: BLEU 0 even when exact)
+    assert depth["BLEU"]["sys"][1:] == pytest.approx([100.0, 100.0])
+    assert depth["BLEU"]["base"][1] < 100.0 and depth["BLEU"]["base"][2] < 100.0
+    length = report["buckets"]["length"]
+    assert length["names"] == ["<2", ">=2"] and length["sentences"] == [1, 2]
+    assert len(report["statistics"]["sys"]["BLEU"]) == 3
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_two_generate_runs_in_one_file_are_refused(tmp_path):
+    run = "S-0\tx\nH-0\t-1\tEin Mann .\nS-1\ty\nH-1\t-1\tZwei .\n"
+    gen = write(tmp_path / "gen.txt", run + run)
+    with pytest.raises(InputError, match=r"gen.txt:5: sentence id 0 appears a second time"):
+        read_translations(gen, "de")
+
+
+def test_empty_reference_and_bad_settings_are_one_line_errors(tmp_path, capsys):
+    f = files(tmp_path, ref=REFS, base=WORSE)
+    empty = write(tmp_path / "empty.txt", "")
+    assert cli_main(["-r", empty, "-b", f["base"], "--quiet"]) == 1
+    assert "the reference file is empty" in capsys.readouterr().err
+    for bad in (["--seed", "-1"], ["--bootstrap-samples", "1000000000"], ["--alpha", "2"]):
+        with pytest.raises(SystemExit):
+            cli_main(["-r", f["ref"], "-b", f["base"], *bad])

@@ -1,0 +1,127 @@
+"""fairseq-syntax-perturb: word-level parse noise that keeps a tree, projected back onto the pieces."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fairseq_syntax_core import trees
+from fairseq_syntax_preprocess import perturb as pt
+from fairseq_syntax_preprocess.cli import get_parser, run
+
+from .conftest import syntax_task, write
+
+SUB = 9  # the <subword> label id in these examples
+POOL = np.array([4, 5, 6, 7])
+
+
+def is_tree(heads_1based) -> bool:
+    try:
+        trees.validate_heads(list(heads_1based))
+        return True
+    except ValueError:
+        return False
+
+
+def test_p_0_changes_nothing_and_p_1_changes_every_word_and_keeps_a_tree():
+    rng = np.random.default_rng(0)
+    # "the dog@@ gy runs": words the, doggy (2 pieces), runs (root)
+    heads = np.array([2, 4, 2, 0])
+    labels = np.array([4, 5, SUB, 6])
+    same_h, same_l, count = pt.perturb_pieces(heads, labels, SUB, 0.0, POOL, rng)
+    assert count == 0 and same_h.tolist() == heads.tolist() and same_l.tolist() == labels.tolist()
+    for seed in range(20):
+        h, lab, count = pt.perturb_pieces(heads, labels, SUB, 1.0, POOL, np.random.default_rng(seed))
+        assert count == 3
+        assert is_tree(h) and h[3] == 0  # the root stays the root
+        assert h[2] == 2 and lab[2] == SUB  # the arc inside "doggy" is untouched
+        assert all(lab[i] != labels[i] for i in (0, 1, 3)) and set(lab[[0, 1, 3]]) <= set(POOL)
+        assert h[1] != 2  # a first piece never hangs from a later piece of its own word
+
+
+def test_reattachment_never_makes_a_cycle_and_stays_in_its_own_sentence():
+    # two sentences on one line: words 0-2 (root 1) and 3-4 (root 4)
+    heads = np.array([2, 0, 2, 5, 0])
+    labels = np.array([4, 5, 6, 4, 5])
+    for seed in range(50):
+        h, _, _ = pt.perturb_pieces(heads, labels, SUB, 0.7, POOL, np.random.default_rng(seed))
+        assert is_tree(h)
+        assert h[1] == 0 and h[4] == 0
+        assert set(h[[0, 2]]) <= {1, 2, 3} and h[3] in (5,)
+
+
+def test_rate_is_about_p():
+    rng = np.random.default_rng(1)
+    heads = np.array([0] + [1] * 199)
+    labels = np.full(200, 4)
+    total = sum(pt.perturb_pieces(heads, labels, SUB, 0.2, POOL, rng)[2] for _ in range(20))
+    assert 0.17 < total / 4000 < 0.23
+
+
+@pytest.fixture
+def small_bin(tmp_path):
+    src = ["the big dog runs fast .", "birds sing"]
+    write(tmp_path / "train.en", "\n".join(src) + "\n")
+    write(tmp_path / "train.de", "der große Hund rennt schnell .\nVögel singen\n")
+    write(tmp_path / "test.en", "the dog runs .\nbirds sing loudly\n")
+    write(tmp_path / "test.de", "der Hund rennt .\nVögel singen laut\n")
+    conll = lambda words, heads: "".join(f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_\n"
+                                          for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
+    write(tmp_path / "train.en.conllu", conll(src[0].split(), [3, 3, 4, 0, 4, 4]) + conll(src[1].split(), [2, 0]))
+    write(tmp_path / "test.en.conllu", conll("the dog runs .".split(), [2, 3, 0, 3]) + conll("birds sing loudly".split(), [2, 0, 2]))
+    run(get_parser().parse_args(["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
+                                 "--testpref", str(tmp_path / "test"), "--destdir", str(tmp_path / "bin"),
+                                 "--pretokenized", "--external-parse", "conllu", "--bpe-symbols", "5",
+                                 "--joined-dictionary"]))
+    return tmp_path / "bin"
+
+
+def test_perturbed_copy_is_recorded_loads_and_leaves_train_alone(small_bin, tmp_path):
+    dest = tmp_path / "noisy"
+    counts = pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(dest), "--p", "1", "--seed", "3"]))
+    assert counts == {"test": 7}
+    meta = json.loads((dest / "syntax.json").read_text(encoding="utf-8"))
+    assert meta["perturbation"] == {"p": 1.0, "seed": 3, "splits": ["test"], "source": str(small_bin),
+                                    "words_perturbed": {"test": 7}}
+    assert (dest / "train.en-de.en.head.bin").read_bytes() == (small_bin / "train.en-de.en.head.bin").read_bytes()
+    assert (dest / "test.en-de.en.deplabel.bin").read_bytes() != (small_bin / "test.en-de.en.deplabel.bin").read_bytes()
+    task = syntax_task(dest)
+    task.load_dataset("test")  # the task's own checks accept the perturbed trees
+    same = pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "again"), "--p", "1",
+                                              "--seed", "3"]))
+    assert same == counts
+    assert (tmp_path / "again" / "test.en-de.en.head.bin").read_bytes() == (dest / "test.en-de.en.head.bin").read_bytes()
+
+
+def test_refuses_a_bad_p_an_unknown_split_and_an_existing_destdir(small_bin, tmp_path):
+    args = lambda *a: pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "x"), *a])
+    with pytest.raises(pt.UsageError, match=r"--p 1.5: expected a probability"):
+        pt.run(args("--p", "1.5"))
+    with pytest.raises(pt.UsageError, match=r"the data-bin holds \['train', 'test'\]|the data-bin holds \['test', 'train'\]"):
+        pt.run(args("--p", "0.1", "--splits", "valid"))
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "mine.txt").write_text("user file")
+    with pytest.raises(pt.UsageError, match="exists and is not empty"):
+        pt.run(args("--p", "0.1"))
+    assert (tmp_path / "x" / "mine.txt").read_text() == "user file"
+
+
+def test_refuses_a_destdir_inside_the_source_and_perturbs_a_split_once(small_bin, tmp_path):
+    with pytest.raises(pt.UsageError, match="is inside the data-bin"):
+        pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(small_bin / "inner"), "--p", "0.1"]))
+    assert not (small_bin / "inner").exists()
+    once = pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "a"), "--p", "0.5",
+                                              "--splits", "test,test"]))
+    assert list(once) == ["test"]
+
+
+def test_a_damaged_stream_is_named(small_bin, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(small_bin, broken)
+    head = broken / "test.en-de.en.head.bin"
+    head.write_bytes(head.read_bytes()[:-4])
+    with pytest.raises(pt.InputError, match=r"test.en-de.en.head.bin: cannot be read"):
+        pt.run(pt.get_parser().parse_args([str(broken), "--destdir", str(tmp_path / "out"), "--p", "0.1"]))
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,130 @@
+"""fairseq-syntax-report: results that accumulate, and the table with mean, spread and paired tests per seed."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from sacrebleu.metrics import BLEU
+
+from fairseq_syntax.analysis import results as rs
+from fairseq_syntax.analysis import scoring
+
+from .conftest import REPO, SAMPLE, tool
+
+REFS = ["a man rides a red bike", "two dogs play in the snow", "a woman reads a book", "kids swim in a lake"] * 5
+
+
+def fake_result(model, seed, hyps, updates=2000, cap=2000):
+    metric = scoring.make_metric("BLEU")
+    stats = scoring.sentence_statistics(metric, hyps, REFS)
+    chrf = scoring.make_metric("chrF2")
+    cstats = scoring.sentence_statistics(chrf, hyps, REFS)
+    facts = {"last_updates": updates, "last_epoch": 9, "best_epoch": 7, "best_updates": updates - 200,
+             "best_valid_loss": 4.1}
+    evaluation = {"sentences": len(REFS), "signatures": {"BLEU": "sig", "chrF2": "sig"},
+                  "systems": [{"name": model, "scores": {"BLEU": scoring.corpus_score(metric, stats),
+                                                         "chrF2": scoring.corpus_score(chrf, cstats)}}],
+                  "statistics": {model: {"BLEU": stats, "chrF2": cstats}}, "hypotheses": {model: hyps}}
+    return rs.build_result(model, model, seed, "", cap, facts, {"test_2016_flickr": evaluation}, "abc1234",
+                           "cpu", 10.0)
+
+
+def test_result_says_early_stopped_or_capped():
+    assert fake_result("transformer", 1, REFS, updates=1400)["stopped"] == "early-stopped"
+    assert fake_result("transformer", 1, REFS, updates=2000)["stopped"] == "capped at 2000 updates"
+
+
+def test_table_has_mean_std_over_seeds_and_per_seed_paired_tests(tmp_path):
+    worse = [r.replace("a ", "the ", 1) for r in REFS]
+    results = [fake_result("transformer", s, worse) for s in (1, 2)]
+    results += [fake_result("transformer_rel", s, REFS) for s in (1, 2)]
+    results += [fake_result("transformer_dep_rel", 1, REFS)]
+    for r in results:
+        (tmp_path / f"{r['model']}.seed{r['seed']}.json").write_text(json.dumps(r), encoding="utf-8")
+    (tmp_path / "notes.json").write_text("{}", encoding="utf-8")  # not a result: skipped
+    loaded = rs.load_results([str(tmp_path)])
+    assert len(loaded) == 5
+    table = rs.make_table(loaded, "transformer", [("transformer_dep_rel", "transformer_rel")])
+    base_bleu = BLEU().corpus_score(worse, [REFS]).score
+    assert f"| `transformer` | 1,2 | capped at 2000 updates (2000/2000 updates) | {base_bleu:.2f} ± 0.00 |" in table
+    rel_row = next(line for line in table.splitlines() if line.startswith("| `transformer_rel`"))
+    assert "2/2 seeds significantly better" in rel_row
+    # identical systems: a zero difference, p = 1, not significant
+    assert "`transformer_dep_rel` against `transformer_rel` (same seeds): no significant difference in 1 seed: " \
+           "+0.00 (p=1.000)" in table
+
+
+def test_a_damaged_result_is_named(tmp_path):
+    (tmp_path / "x.json").write_text('{"format": ', encoding="utf-8")
+    with pytest.raises(rs.InputError, match="x.json: is not a readable JSON result"):
+        rs.load_results([str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_recipe_run_writes_a_result_and_the_table(tmp_path):
+    """examples/dep_rel/multi30k.sh end to end on the embedded sample (tiny model, a few updates)."""
+    tool("fairseq-syntax-report")
+    data = tmp_path / "m30k"
+    data.mkdir()
+    for ours, theirs in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
+        for lang in ("en", "de"):
+            with open(os.path.join(SAMPLE, f"{ours}.{lang}"), encoding="utf-8") as handle:
+                lines = handle.readlines()[:200]
+            (data / f"{theirs}.{lang}").write_text("".join(lines), encoding="utf-8")
+    results = tmp_path / "results"
+    env = dict(os.environ, PYTHONPATH="", ARCHS="transformer transformer_rel", SEEDS="1", MAX_UPDATE="6",
+               PATIENCE="2", THREADS="1", WARMUP="2", RESULTS=str(results),
+               MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+                     "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+                     "--decoder-attention-heads 2 --share-all-embeddings")
+    env["PATH"] = os.path.dirname(tool("fairseq-train")) + os.pathsep + env["PATH"]
+    cmd = ["bash", os.path.join(REPO, "examples", "dep_rel", "multi30k.sh"), str(data), str(tmp_path / "run")]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    result = json.loads((results / "transformer_rel.seed1.json").read_text(encoding="utf-8"))
+    assert result["model"] == "transformer_rel" and result["seed"] == 1 and result["updates"] <= 6
+    test = result["tests"]["test_2016_flickr"]
+    n_test = len((data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines())
+    assert len(test["statistics"]["BLEU"]) == test["sentences"] == len(test["hypotheses"]) == n_test
+    assert test["signatures"]["BLEU"].startswith("nrefs:1|")
+    table = (results / "README.md").read_text(encoding="utf-8")
+    assert "| `transformer_rel` | 1 |" in table and "(baseline)" in table
+    # a second call skips the finished runs and rebuilds the same table
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "exists: skipped" in again.stdout
+
+
+def test_noise_plot_from_evaluations(tmp_path, capsys):
+    paths = []
+    for model, p, bleu in (("transformer_rel", 0.0, 30.0), ("transformer_rel", 0.2, 30.0),
+                           ("transformer_dep_rel", 0.0, 31.0), ("transformer_dep_rel", 0.2, 29.5)):
+        path = tmp_path / f"{model}.{p}.json"
+        path.write_text(json.dumps({"systems": [{"scores": {"BLEU": bleu}}]}), encoding="utf-8")
+        paths.append(f"{model}:{p}={path}")
+    plot = tmp_path / "noise.png"
+    argv = ["noise", "--plot", str(plot), "--json", str(tmp_path / "noise.json")]
+    for spec in paths:
+        argv += ["--point", spec]
+    assert rs.cli_main(argv) == 0
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "noise.json").read_text())["transformer_dep_rel"] == [[0.0, 31.0], [0.2, 29.5]]
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", "bad"]) == 1
+    assert "expected MODEL:P=EVAL_JSON" in capsys.readouterr().err
+
+
+def test_a_second_result_of_the_same_model_and_seed_is_refused(tmp_path):
+    r = fake_result("transformer", 1, REFS)
+    (tmp_path / "a.json").write_text(json.dumps(r), encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "copy.json").write_text(json.dumps(r), encoding="utf-8")
+    with pytest.raises(rs.InputError, match="is a second result of transformer seed 1"):
+        rs.load_results([str(tmp_path)])
+    assert len(rs.load_results([str(tmp_path / "sub"), str(tmp_path / "sub")])) == 1  # a folder given twice
+
+
+def test_record_refuses_an_evaluation_of_several_systems(tmp_path):
+    path = tmp_path / "ev.json"
+    path.write_text(json.dumps({"sentences": 1, "systems": [{"name": "a", "scores": {}}, {"name": "b", "scores": {}}]}))
+    with pytest.raises(rs.InputError, match="evaluates 2 systems"):
+        rs.read_evaluation(str(path))
