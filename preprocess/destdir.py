@@ -91,7 +91,8 @@ def check_replaceable(destdir: str) -> None:
         )
 
 
-def _inside(path: str, folder: str) -> bool:
+def is_inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it (symbolic links resolved)."""
     path, folder = os.path.realpath(path), os.path.realpath(folder)
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -111,10 +112,10 @@ def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
     if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"--destdir {destdir}: cannot create it, {existing} is not a writable directory")
     cwd = os.getcwd()
-    if os.path.isdir(destdir) and _inside(cwd, destdir):
+    if os.path.isdir(destdir) and is_inside(cwd, destdir):
         raise UsageError(f"--destdir {destdir} is the current directory (or holds it): name a data-bin folder")
     for path in inputs:
-        if path and _inside(path, destdir):
+        if path and is_inside(path, destdir):
             raise UsageError(f"--destdir {destdir} holds the input {path}: write the data-bin elsewhere")
     if not os.path.isdir(destdir) or not os.listdir(destdir):
         return

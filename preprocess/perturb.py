@@ -38,7 +38,7 @@ from fairseq_syntax_core.databin import HEAD, LABEL, METADATA_FILE, PARSED_LANGS
 from fairseq_syntax_core.errors import InputError, UsageError, UserError
 
 from .conllu import format_conllu
-from .destdir import check_destdir, files_of, make_temp_dir, move_into_place, our_metadata
+from .destdir import check_destdir, files_of, is_inside, make_temp_dir, move_into_place, our_metadata
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .word_tree import SUBWORD_LABEL, WordTree
 
@@ -105,11 +105,6 @@ def perturb_pieces(heads: np.ndarray, labels: np.ndarray, subword: int, p: float
     out_heads[first] = np.where(new_head == 0, 0, first[np.maximum(new_head - 1, 0)] + 1)
     out_labels[first] = new_label
     return out_heads, out_labels, count
-
-
-def _inside(path: str, folder: str) -> bool:
-    path, folder = os.path.realpath(path), os.path.realpath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _load(prefix: str):
@@ -184,7 +179,7 @@ def run(args) -> Dict[str, int]:
     if unknown or not splits:
         raise UsageError(f"--splits {args.splits or '(test splits)'}: the data-bin holds {known}")
     check_destdir(args.destdir, args.overwrite, [args.data_bin])
-    if _inside(args.destdir, args.data_bin):
+    if is_inside(args.destdir, args.data_bin):
         raise UsageError(f"--destdir {args.destdir} is inside the data-bin {args.data_bin} it copies: write elsewhere")
     for name in (f"dict.{src}.{LABEL.dictionary}.txt", f"dict.{src}.{POS.dictionary}.txt", f"dict.{src}.txt"):
         if not os.path.isfile(os.path.join(args.data_bin, name)):

@@ -12,9 +12,7 @@ from fairseq_syntax.analysis import scoring
 from fairseq_syntax.analysis.evaluate import cli_main
 from fairseq_syntax.analysis.hypotheses import read_translations
 from fairseq_syntax_core.errors import InputError
-from fairseq_syntax_preprocess.cli import get_parser, run
-
-from .conftest import write
+from .conftest import parsed_bin, write
 
 REFS = [
     "A man rides a red bike down the street .",
@@ -143,15 +141,9 @@ BUCKET_CONLLU = (
 
 @pytest.fixture
 def bucket_bin(tmp_path):
-    write(tmp_path / "train.en", "\n".join(BUCKET_SRC) + "\n")
-    write(tmp_path / "train.de", "der Hund rennt schnell .\ngroße Hunde jagen kleine Katzen\nHalt\n")
-    write(tmp_path / "train.en.conllu", BUCKET_CONLLU)
-    destdir = tmp_path / "bin"
     # few BPE merges: words split into pieces, which must not count as words or depth
-    run(get_parser().parse_args(["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
-                                 "--destdir", str(destdir), "--pretokenized", "--external-parse", "conllu",
-                                 "--bpe-symbols", "3", "--joined-dictionary"]))
-    return destdir
+    tgt = ["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"]
+    return parsed_bin(tmp_path, {"train": (BUCKET_SRC, tgt, BUCKET_CONLLU)}, bpe_symbols=3)
 
 
 def test_lengths_and_depths_come_from_the_data_bins_parse_in_words(bucket_bin):

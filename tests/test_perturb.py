@@ -7,9 +7,7 @@ import pytest
 
 from fairseq_syntax_core import trees
 from fairseq_syntax_preprocess import perturb as pt
-from fairseq_syntax_preprocess.cli import get_parser, run
-
-from .conftest import syntax_task, write
+from .conftest import parsed_bin, syntax_task
 
 SUB = 9  # the <subword> label id in these examples
 POOL = np.array([4, 5, 6, 7])
@@ -61,19 +59,15 @@ def test_rate_is_about_p():
 @pytest.fixture
 def small_bin(tmp_path):
     src = ["the big dog runs fast .", "birds sing"]
-    write(tmp_path / "train.en", "\n".join(src) + "\n")
-    write(tmp_path / "train.de", "der große Hund rennt schnell .\nVögel singen\n")
-    write(tmp_path / "test.en", "the dog runs .\nbirds sing loudly\n")
-    write(tmp_path / "test.de", "der Hund rennt .\nVögel singen laut\n")
+    test = ["the dog runs .", "birds sing loudly"]
     conll = lambda words, heads: "".join(f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_\n"
                                           for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
-    write(tmp_path / "train.en.conllu", conll(src[0].split(), [3, 3, 4, 0, 4, 4]) + conll(src[1].split(), [2, 0]))
-    write(tmp_path / "test.en.conllu", conll("the dog runs .".split(), [2, 3, 0, 3]) + conll("birds sing loudly".split(), [2, 0, 2]))
-    run(get_parser().parse_args(["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
-                                 "--testpref", str(tmp_path / "test"), "--destdir", str(tmp_path / "bin"),
-                                 "--pretokenized", "--external-parse", "conllu", "--bpe-symbols", "5",
-                                 "--joined-dictionary"]))
-    return tmp_path / "bin"
+    return parsed_bin(tmp_path, {
+        "train": (src, ["der große Hund rennt schnell .", "Vögel singen"],
+                  conll(src[0].split(), [3, 3, 4, 0, 4, 4]) + conll(src[1].split(), [2, 0])),
+        "test": (test, ["der Hund rennt .", "Vögel singen laut"],
+                 conll(test[0].split(), [2, 3, 0, 3]) + conll(test[1].split(), [2, 0, 2])),
+    })
 
 
 def test_perturbed_copy_is_recorded_loads_and_leaves_train_alone(small_bin, tmp_path):

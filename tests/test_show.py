@@ -5,9 +5,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from fairseq_syntax.analysis.show import cli_main, displacy_parse, render
-from fairseq_syntax_preprocess.cli import get_parser, run
-
-from .conftest import write
+from .conftest import parsed_bin
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -21,14 +19,7 @@ CONLLU = (
 
 @pytest.fixture
 def show_bin(tmp_path):
-    write(tmp_path / "train.en", "\n".join(SRC) + "\n")
-    write(tmp_path / "train.de", "R&B Sänger singen laut\nHalt\n")
-    write(tmp_path / "train.en.conllu", CONLLU)
-    destdir = tmp_path / "bin"
-    run(get_parser().parse_args(["-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
-                                 "--destdir", str(destdir), "--pretokenized", "--external-parse", "conllu",
-                                 "--bpe-symbols", "3", "--joined-dictionary"]))
-    return destdir
+    return parsed_bin(tmp_path, {"train": (SRC, ["R&B Sänger singen laut", "Halt"], CONLLU)}, bpe_symbols=3)
 
 
 def labels_and_words(svg_root):

@@ -16,17 +16,17 @@ baseline per bucket (paper 001, Figure 2). Translations are plain text (one per 
 
 import argparse
 import json
-import logging
 import os
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fairseq_syntax_core.errors import InputError, UsageError, UserError
-from fairseq_syntax_preprocess.fileio import atomic_write, atomic_write_with, check_output_path, read_lines
+from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path, read_lines
 
 from . import buckets as bk
+from .commands import quiet_logging, run_command, save_figure
 from .hypotheses import read_translations
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
@@ -218,30 +218,17 @@ def plot_buckets(report: Dict, path: str) -> None:
         ax.set_ylabel(f"BLEU - BLEU({base})")
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    try:
-        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        return _main(argv)
-    except UserError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
-        return 130
+    return run_command(PROG, _main, argv)
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)
-    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
-    # fairseq's wav2vec2_classification module sets the root logger to DEBUG when imported
-    logging.getLogger().setLevel(logging.WARNING)
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    quiet_logging()
     if not 1 <= args.bootstrap_samples <= MAX_SAMPLES:
         parser.error(f"--bootstrap-samples must be in 1..{MAX_SAMPLES} (sacreBLEU's default: 1000)")
     if args.seed < 0:

@@ -17,16 +17,16 @@ bootstrap against the same seed of the baseline (and of any ``--compare`` pair).
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path
 
+from .commands import quiet_logging, run_command, save_figure
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, paired_bootstrap
 
 PROG = "fairseq-syntax-report"
@@ -277,8 +277,6 @@ def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fairseq_syntax_preprocess.fileio import atomic_write_with
-
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for model, pts in sorted(points.items()):
         ax.plot([p for p, _ in pts], [b for _, b in pts], "o-", label=model)
@@ -288,10 +286,7 @@ def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: s
         ax.set_title(title, fontsize=9)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    try:
-        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------- CLI
@@ -327,14 +322,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        return _main(argv)
-    except UserError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, _main, argv)
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
@@ -365,7 +353,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             check_output_path(args.json, inputs, "--json")
             if os.path.abspath(args.json) == os.path.abspath(args.plot):
                 parser.error("--json and --plot name the same file")
-        logging.getLogger().setLevel(logging.WARNING)  # fairseq sets the root logger to DEBUG
+        quiet_logging()
         points = noise_points(args.point)
         plot_noise(points, args.plot, args.title)
         for model, pts in sorted(points.items()):

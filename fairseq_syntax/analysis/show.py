@@ -22,8 +22,11 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_preprocess.destdir import is_inside
 from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path
+
+from .commands import run_command
 
 PROG = "fairseq-syntax-show"
 EOS = "</s>"
@@ -137,20 +140,8 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _inside(path: str, folder: str) -> bool:
-    path, folder = os.path.realpath(path), os.path.realpath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        return _main(argv)
-    except UserError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, _main, argv)
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
@@ -164,7 +155,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--sentences names no sentence: give 0-based indices such as 0,5,7")
     if any(not t.strip() for t in args.text):
         parser.error("--text is empty: give the source sentence to parse")
-    if _inside(args.out, args.data_bin):
+    if is_inside(args.out, args.data_bin):
         raise InputError(args.out, None, f"is inside the data-bin {args.data_bin} it draws from: write elsewhere")
     if args.format == "html":
         check_output_path(args.out, [], "--out")
