@@ -42,6 +42,7 @@ setup(
         "sacrebleu>=2.0",
         "tqdm",
         "matplotlib",
+        "nltk>=3.8",
     ],
     extras_require={"test": ["pytest"]},
     entry_points={

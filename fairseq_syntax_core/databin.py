@@ -19,7 +19,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from .stream_checks import Problem, check_heads
+from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
 CODES_FILE = "bpe.codes"
@@ -41,8 +41,10 @@ class Stream:
     ``granularity`` ``token``: one value per piece of the line (``</s>`` excluded: the dataset
     adds its entry), so its sizes must equal the source's minus one; ``node``: one value per
     tree node (e.g. the ``n - 1`` internal nodes of a binary constituency tree), with a length
-    of its own; batches carry it as its own padded ``(B, N)`` tensor and a ``NAME_mask``
-    (``fairseq_syntax/data/syntax_dataset.py``). ``dictionary``
+    of its own; batches carry it as its own padded ``(B, N)`` tensor (``(B, N, width)`` when a
+    node holds ``width`` values) and a ``NAME_mask`` (``fairseq_syntax/data/syntax_dataset.py``).
+    ``binary_tree``: a node stream with one item per internal node of a binary tree over the
+    line's ``n`` pieces, so ``n - 1`` items, or none (a line without a tree). ``dictionary``
     names ``dict.L.DICTIONARY.txt`` for symbol streams, stored as ids in the smallest integer
     type that holds the dictionary (``dtype`` None); integer streams have no dictionary and
     store ``dtype`` values. ``field`` is the attribute of the pipeline's piece tree the values
@@ -58,17 +60,25 @@ class Stream:
     field: str
     help: str
     validator: Optional[Callable[[np.ndarray, np.ndarray], Problem]] = None
+    width: int = 1
+    binary_tree: bool = False
 
 
 HEAD = Stream("head", SOURCE, np.int32, None, TOKEN, "heads",
               "1-based position of the piece's head within the line, 0 for a root", check_heads)
 LABEL = Stream("deplabel", SOURCE, None, "deplabel", TOKEN, "labels", "dependency-label id")
 POS = Stream("pos", SOURCE, None, "pos", TOKEN, "pos", "POS-tag id")
+PHRASE = Stream("phrase", SOURCE, np.int32, None, NODE, "phrase",
+                "binary phrase structure: (left, right) child of each merge, bottom-up "
+                "(fairseq_syntax_core/phrase.py)", check_merges, width=2, binary_tree=True)
 
 #: every stream a data-bin may hold, by name
-STREAMS: Dict[str, Stream] = {s.name: s for s in (HEAD, LABEL, POS)}
+STREAMS: Dict[str, Stream] = {s.name: s for s in (HEAD, LABEL, POS, PHRASE)}
 #: the streams this version writes for a parsed source language, in order
-SOURCE_STREAMS: Tuple[str, ...] = (HEAD.name, LABEL.name, POS.name)
+SOURCE_STREAMS: Tuple[str, ...] = (HEAD.name, LABEL.name, POS.name, PHRASE.name)
+#: ``syntax.json``: where the phrase structure came from, and the lines without one
+PHRASE_STRUCTURE_KEY = "phrase_structure"
+PHRASE_FROM_DEPENDENCY, PHRASE_FROM_PTB = "dependency-conversion", "ptb"
 
 
 def dictionary_path(destdir: str, lang: str, stream: Stream) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 
 Problem = Optional[Tuple[int, str]]
 
-__all__ = ["Problem", "check_heads", "check_ids_below", "check_non_negative"]
+__all__ = ["Problem", "check_heads", "check_ids_below", "check_merges", "check_non_negative"]
 
 
 def check_heads(flat: np.ndarray, sizes: np.ndarray) -> Problem:
@@ -53,3 +53,36 @@ def check_non_negative(flat: np.ndarray, sizes: np.ndarray) -> Problem:
         sentence = int(np.searchsorted(np.cumsum(np.asarray(sizes, dtype=np.int64)), bad[0], side="right"))
         return sentence, f"value {flat[bad[0]]} is negative"
     return None
+
+
+def check_merges(flat: np.ndarray, sizes: np.ndarray) -> Problem:
+    """Each sentence's merges form one binary tree (:func:`fairseq_syntax_core.phrase.merge_problem`).
+
+    ``flat`` holds (left, right) pairs, so a sentence of ``m`` merges has size ``2m``; its
+    leaves are ``0..m`` and merge ``k`` is node ``m + 1 + k``. Both children of merge ``k`` are
+    below ``m + 1 + k``, and every node but the root ``2m`` is a child exactly once.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    odd = np.flatnonzero(sizes % 2)
+    if len(odd):
+        return int(odd[0]), f"{sizes[odd[0]]} values: merges are pairs"
+    merges = sizes // 2
+    sentence = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    position = np.arange(len(flat)) - starts[sentence]
+    limit = merges[sentence] + 1 + position // 2  # the merge's own node id
+    in_range = (flat >= 0) & (flat < limit)
+    problems = []
+    bad = np.flatnonzero(~in_range)
+    if len(bad):
+        k = int(bad[0])
+        problems.append((int(sentence[k]), f"merge {position[k] // 2} has child {flat[k]}: children must be nodes "
+                                           f"below {limit[k]} (leaves 0..{merges[sentence[k]]}, then earlier merges)"))
+    # every node id 0..2m-1 of a sentence is a child exactly once
+    keys = (starts[sentence] + flat)[in_range]
+    counts = np.bincount(keys, minlength=len(flat))
+    twice = np.flatnonzero(counts > 1)
+    if len(twice):
+        s = int(np.searchsorted(starts, twice[0], side="right") - 1)
+        problems.append((s, f"node {twice[0] - starts[s]} is the child of {counts[twice[0]]} merges"))
+    return min(problems) if problems else None

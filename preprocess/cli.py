@@ -4,7 +4,8 @@ Stages, in order (each also available alone, see ``preprocess/stages.py``):
 tokenize (sacremoses, or ``--pretokenized``) -> parse the source (spaCy ``--parser`` or an
 external CoNLL-U, ``--external-parse conllu``) -> BPE (subword-nmt: learn joint codes with
 ``--bpe-symbols`` or apply ``--bpe-codes``) -> project the word tree onto BPE pieces
-(``--projection``) -> binarize (text through fairseq-preprocess itself, side streams as mmap
+(``--projection``), with the binary phrase structure (imported brackets, ``--constituency-parse
+ptb``, or converted from the dependency tree) -> binarize (text through fairseq-preprocess itself, side streams as mmap
 indexed datasets) -> metadata. Everything is written under a temporary directory next to
 ``--destdir`` and renamed into place only when complete.
 """
@@ -31,6 +32,9 @@ from fairseq_syntax_core.databin import (
     LABEL,
     METADATA_FILE,
     PARSED_LANGS_KEY,
+    PHRASE_FROM_DEPENDENCY,
+    PHRASE_FROM_PTB,
+    PHRASE_STRUCTURE_KEY,
     POS,
     PRODUCER,
     PRODUCER_KEY,
@@ -43,6 +47,7 @@ from fairseq_syntax_core.errors import InputError, StageError, UsageError, UserE
 from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, is_visible, nonempty_lines, read_lines
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
+from . import ptb
 from .projection import RULES, SUBWORD_LABEL, project
 from .side_files import build_tag_dictionary, write_streams
 from .tokenize import tokenize_lines
@@ -88,6 +93,15 @@ def get_parser() -> argparse.ArgumentParser:
         choices=["conllu"],
         help="read PREFIX.SRC.conllu for each split instead of running spaCy",
     )
+    syn.add_argument(
+        "--constituency-parse",
+        choices=[ptb.EXTENSION],
+        help="read PREFIX.SRC.ptb (one bracketed tree per line, leaves = the MT tokens) for each split "
+        "as the phrase structure; default: converted from the dependency parse (see fairseq_syntax_core/phrase.py)",
+    )
+    syn.add_argument("--phrase-fallback", action="store_true",
+                     help="with --constituency-parse: a line whose tree is missing or does not fit its text gets "
+                     "no phrase structure (counted) instead of stopping with an error")
     syn.add_argument("--pos-column", choices=["upos", "xpos"], default="upos",
                      help="universal POS (spaCy pos_) or language-specific tags (spaCy tag_)")
     syn.add_argument("--bpe-symbols", type=positive, help="learn this many joint BPE merges on train")
@@ -143,6 +157,7 @@ class Split:
         self.trees: List[WordTree] = []
         self.src_pieces: List[List[str]] = []
         self.skipped_lines: List[int] = []
+        self.phrase_fallback_lines: List[int] = []  # 1-based lines of the input file
         self.unfiltered_src_tokens: Optional[List[List[str]]] = None  # with --max-len-action skip
 
     def line_of(self, index: int) -> int:
@@ -236,7 +251,26 @@ def parse_split(split: Split, args, nlp) -> float:
             nlp, split.src_tokens, args.pos_column, args.workers, args.parse_batch_size, split.src_path
         )
     split.trees = list(tqdm(trees, total=len(split.src_tokens), desc=f"parse {split.name}", unit="sent", disable=None))
+    if args.constituency_parse == ptb.EXTENSION:
+        read_phrase_structures(split, args)
     return time.perf_counter() - start
+
+
+def read_phrase_structures(split: Split, args) -> None:
+    """Attach the imported bracketed trees of a split to its word trees (see ``preprocess/ptb.py``)."""
+    path = f"{split.prefix}.{args.source_lang}.{ptb.EXTENSION}"
+    lines = split.unfiltered_src_tokens or split.src_tokens
+    phrases, failed = ptb.read_trees(path, lines, split.src_path, args.phrase_fallback)
+    if split.skipped_lines:
+        skipped = set(split.skipped_lines)
+        phrases = [p for i, p in enumerate(phrases, start=1) if i not in skipped]
+        failed = [line for line in failed if line not in skipped]
+    for tree, phrase in zip(split.trees, phrases):
+        tree.phrase, tree.has_phrase = phrase, phrase is not None
+    split.phrase_fallback_lines = failed
+    if failed:
+        logger.warning(f"{path}: {len(failed)} lines have no usable tree and get no phrase structure "
+                       f"(--phrase-fallback), first: line {failed[0]}")
 
 
 def _write_text(path: str, lines: List[List[str]]) -> None:
@@ -303,6 +337,8 @@ def check_args(args, splits: List[Split]) -> None:
         raise UsageError("give --parser (a spaCy pipeline) or --external-parse conllu")
     if args.external_parse is not None and args.parser:
         raise UsageError("give either --parser or --external-parse conllu, not both")
+    if args.phrase_fallback and not args.constituency_parse:
+        raise UsageError("--phrase-fallback applies to imported trees: give --constituency-parse ptb too")
     if args.no_bpe and args.bpe_codes:
         raise UsageError("--no-bpe keeps whole words: drop --bpe-codes, or drop --no-bpe to apply the codes")
     if args.no_bpe and args.bpe_symbols:
@@ -332,10 +368,15 @@ def check_args(args, splits: List[Split]) -> None:
         if args.external_parse == "conllu":
             check_input_file(f"{split.prefix}.{args.source_lang}.conllu",
                              "CoNLL-U parse (expected with --external-parse conllu)")
+        if args.constituency_parse:
+            check_input_file(f"{split.prefix}.{args.source_lang}.{ptb.EXTENSION}",
+                             "bracketed parse (expected with --constituency-parse ptb)")
     inputs = [p for s in splits for p in (s.src_path, s.tgt_path)]
     inputs += [p for p in (args.bpe_codes, args.srcdict, args.tgtdict, args.labeldict, args.posdict) if p]
     if args.external_parse == "conllu":
         inputs += [f"{s.prefix}.{args.source_lang}.conllu" for s in splits]
+    if args.constituency_parse:
+        inputs += [f"{s.prefix}.{args.source_lang}.{ptb.EXTENSION}" for s in splits]
     check_destdir(args.destdir, args.overwrite, inputs)
 
 
@@ -431,6 +472,13 @@ def run(args) -> Dict[str, object]:
                     "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
                     "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
                 "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
+                PHRASE_STRUCTURE_KEY: {
+                    "source": PHRASE_FROM_PTB if args.constituency_parse else PHRASE_FROM_DEPENDENCY,
+                    "binarization": "right-factored, unary chains collapsed" if args.constituency_parse else
+                    "each head absorbs its dependents nearest first (ties: left); roots joined left to right",
+                    "subwords": "right-branching subtree per word",
+                    "fallback_lines": {s.name: s.phrase_fallback_lines for s in splits if s.phrase_fallback_lines},
+                },
                 "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
                 "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
             }
@@ -559,6 +607,7 @@ def _summary(splits, piece_trees, parse_seconds, total_seconds, unknown) -> Dict
         "skipped_too_long": sum(len(s.skipped_lines) for s in splits),
         "unknown_labels": unknown[LABEL.name],
         "unknown_pos": unknown[POS.name],
+        "no_phrase_structure": sum(len(s.phrase_fallback_lines) for s in splits),
         "total_seconds": round(total_seconds, 2),
     }
 

@@ -16,7 +16,10 @@ streams (a word is its first piece; later pieces hang from it or from each other
   label.
 
 The perturbed word tree is projected onto the pieces again as the data-bin's rule did (first
-pieces carry the word's head and label; the arcs inside words are unchanged). Text,
+pieces carry the word's head and label; the arcs inside words are unchanged). A phrase
+structure converted from the dependency parse (the default) is converted again from the
+perturbed tree; imported brackets (``--constituency-parse``) are kept as they are, since the
+noise models a worse dependency parser (``syntax.json`` records which). Text,
 dictionaries, POS and every split not chosen are copied unchanged; ``syntax.json`` records
 ``perturbation`` (p, seed, splits, the source data-bin, words perturbed per split). The copy
 is written beside ``--destdir`` and renamed into place when complete, as
@@ -34,7 +37,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fairseq_syntax_core.databin import HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, stream_prefix
+from fairseq_syntax_core.databin import (
+    HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, stream_prefix,
+)
+from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError, UserError
 
 from .conllu import format_conllu
@@ -54,6 +60,14 @@ def word_tree_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> Tuple[np.nda
     piece_head = heads[first]  # 1-based piece, 0 = root
     word_head = np.where(piece_head == 0, 0, word_of_piece[np.maximum(piece_head - 1, 0)] + 1)
     return first, word_head
+
+
+def phrase_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> np.ndarray:
+    """The piece-level phrase structure converted from a piece-level dependency tree, as the pipeline does."""
+    if len(heads) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    _, word_head = word_tree_of_pieces(np.asarray(heads, dtype=np.int64), is_first)
+    return expand_to_pieces(from_dependency(word_head), np.cumsum(is_first) - 1)
 
 
 def _root_and_ancestors(word_head: np.ndarray, w: int) -> List[int]:
@@ -192,6 +206,10 @@ def run(args) -> Dict[str, int]:
     pos_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{POS.dictionary}.txt"))
     src_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.txt"))
 
+    phrase_source = (meta.get(PHRASE_STRUCTURE_KEY) or {}).get("source", PHRASE_FROM_DEPENDENCY)
+    reconvert = PHRASE.name in streams and phrase_source == PHRASE_FROM_DEPENDENCY
+    written = [HEAD.name, LABEL.name] + ([PHRASE.name] if reconvert else [])
+
     rng = np.random.default_rng(args.seed)
     try:
         out = make_temp_dir(args.destdir)
@@ -225,15 +243,18 @@ def run(args) -> Dict[str, int]:
                 new_heads, new_labels, c = perturb_pieces(heads, label_ids, subword, args.p, pool, rng)
                 counts[split] += c
                 pieces = [src_dict[t] for t in text[i].tolist()[:-1]]
-                trees.append(WordTree(words=pieces, heads=new_heads, labels=[labels[x] for x in new_labels],
-                                      pos=[pos_dict[x] for x in data[POS.name][i].tolist()]))
-            out_prefix = {s: stream_prefix(out, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name)}
-            write_streams(out_prefix, trees, {LABEL.name: labels}, [HEAD.name, LABEL.name])
+                tree = WordTree(words=pieces, heads=new_heads, labels=[labels[x] for x in new_labels],
+                                pos=[pos_dict[x] for x in data[POS.name][i].tolist()])
+                if reconvert:
+                    tree.phrase = phrase_of_pieces(new_heads, new_labels != subword)
+                trees.append(tree)
+            out_prefix = {s: stream_prefix(out, split, src, tgt, src, s) for s in written}
+            write_streams(out_prefix, trees, {LABEL.name: labels}, written)
             with open(stream_prefix(out, split, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
                 for i, tree in enumerate(trees, start=1):
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
         meta = dict(meta)
-        record = {"p": args.p, "seed": args.seed, "splits": splits,
+        record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "source": os.path.abspath(args.data_bin), "words_perturbed": counts}
         if "perturbation" in meta:  # a perturbed data-bin perturbed again: keep the earlier round
             record["previous"] = meta["perturbation"]

@@ -13,11 +13,17 @@ Rules (the data-bin's ``syntax.json`` records which one made it):
 
 Either way a word's dependents attach to its first piece, roots stay roots (head 0) and a
 line with several sentences keeps its several roots.
+
+The phrase structure (imported, or converted from the word-level dependency tree) is
+projected the same way for both rules: the pieces of a split word form a right-branching
+subtree, so the word is one node (:func:`fairseq_syntax_core.phrase.expand_to_pieces`).
 """
 
 from typing import List, Sequence
 
 import numpy as np
+
+from fairseq_syntax_core.phrase import EMPTY, expand_to_pieces, from_dependency
 
 from .bpe import word_index_of_pieces
 from .word_tree import SUBWORD_LABEL, WordTree
@@ -31,7 +37,8 @@ def project(tree: WordTree, pieces: Sequence[str], rule: str = "first") -> WordT
         raise ValueError(f"unknown projection rule {rule!r}; choose from {RULES}")
     n_words = len(tree.words)
     if len(pieces) == 0 and n_words == 0:  # an empty line at decoding: only </s> follows
-        return WordTree(words=[], heads=np.zeros(0, dtype=np.int64), labels=[], pos=[])
+        return WordTree(words=[], heads=np.zeros(0, dtype=np.int64), labels=[], pos=[], phrase=EMPTY.copy(),
+                        has_phrase=tree.has_phrase)
     word_of_piece = word_index_of_pieces(pieces)
     if len(pieces) == 0 or word_of_piece[-1] + 1 != n_words:
         raise ValueError(
@@ -52,4 +59,8 @@ def project(tree: WordTree, pieces: Sequence[str], rule: str = "first") -> WordT
     heads = np.where(is_first, head_of_first, later_head).astype(np.int64)
     labels: List[str] = [tree.labels[w] if f else SUBWORD_LABEL for w, f in zip(word_of_piece, is_first)]
     pos = [tree.pos[w] for w in word_of_piece]
-    return WordTree(words=list(pieces), heads=heads, labels=labels, pos=pos)
+    word_phrase = None
+    if tree.has_phrase:
+        word_phrase = tree.phrase if tree.phrase is not None else from_dependency(tree.heads)
+    phrase = expand_to_pieces(word_phrase, word_of_piece)
+    return WordTree(words=list(pieces), heads=heads, labels=labels, pos=pos, phrase=phrase, has_phrase=tree.has_phrase)

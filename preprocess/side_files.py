@@ -9,6 +9,10 @@ this module writes every registered stream of a split, by looping over it:
 ``S.SRC-TGT.L.deplabel.{bin,idx}``, ``S.SRC-TGT.L.pos.{bin,idx}``
     dependency-label and POS ids in ``dict.L.deplabel.txt`` / ``dict.L.pos.txt`` (fairseq
     ``Dictionary`` files, so ids 0-3 are fairseq's specials).
+``S.SRC-TGT.L.phrase.{bin,idx}``
+    int32, the binary phrase structure as merges, ``(left, right)`` pairs flattened, ``n - 1``
+    pairs for ``n`` pieces (none for a line without a tree; see
+    :mod:`fairseq_syntax_core.phrase`).
 ``S.SRC-TGT.L.conllu``
     the piece-level tree as CoNLL-U, for people to read; never read back by the task.
 
@@ -57,7 +61,7 @@ def write_streams(
         for stream in streams:
             values = getattr(tree, stream.field)
             if stream.dictionary is None:
-                builders[stream.name].add_item(torch.from_numpy(np.asarray(values, dtype=stream.dtype)))
+                builders[stream.name].add_item(torch.from_numpy(np.asarray(values, dtype=stream.dtype).reshape(-1)))
                 continue
             dictionary = dictionaries[stream.name]
             ids = torch.tensor([dictionary.index(v) for v in values], dtype=torch.int64)

@@ -1,6 +1,6 @@
 """The word-level dependency tree of one source line, as the parser or a CoNLL-U file gives it."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
@@ -28,12 +28,19 @@ class WordTree:
 
     ``heads[i]`` is the 1-based position of token i's head within the line, 0 for a root.
     A line that the parser split into several sentences has several roots.
+
+    ``phrase``: the binary phrase structure as merges (:mod:`fairseq_syntax_core.phrase`), when
+    one was imported; None derives it from the dependency tree at projection
+    (:func:`fairseq_syntax_core.phrase.from_dependency`). ``has_phrase`` False: the line has no
+    phrase structure (a fallback the user allowed), stored as no merge.
     """
 
     words: List[str]
     heads: np.ndarray
     labels: List[str]
     pos: List[str]
+    phrase: Optional[np.ndarray] = field(default=None, repr=False)
+    has_phrase: bool = True
 
     def __len__(self) -> int:
         return len(self.words)

@@ -76,22 +76,25 @@ def corpus(tmp_path, src=SRC, tgt=TGT, conllu=None) -> str:
     return str(tmp_path / "train")
 
 
-def parsed_bin(folder, splits, bpe_symbols: int = 5):
+def parsed_bin(folder, splits, bpe_symbols: int = 5, extra=()):
     """A data-bin made by the pipeline from hand-made parses, no parser needed.
 
-    ``splits`` maps ``train``/``valid``/``test`` to (source lines, target lines, CoNLL-U text);
-    few BPE merges split words into pieces. Returns the data-bin's path.
+    ``splits`` maps ``train``/``valid``/``test`` to (source lines, target lines, CoNLL-U text)
+    or (..., bracketed trees, one per line: written as ``SPLIT.en.ptb``); few BPE merges split
+    words into pieces; ``extra`` adds arguments. Returns the data-bin's path.
     """
     from fairseq_syntax_preprocess.cli import get_parser, run
 
     argv = ["-s", "en", "-t", "de", "--pretokenized", "--external-parse", "conllu",
             "--bpe-symbols", str(bpe_symbols), "--joined-dictionary", "--destdir", str(folder / "bin")]
-    for split, (src, tgt, conllu) in splits.items():
+    for split, (src, tgt, conllu, *brackets) in splits.items():
         write(folder / f"{split}.en", "\n".join(src) + "\n")
         write(folder / f"{split}.de", "\n".join(tgt) + "\n")
         write(folder / f"{split}.en.conllu", conllu)
+        if brackets:
+            write(folder / f"{split}.en.ptb", "\n".join(brackets[0]) + "\n")
         argv += [f"--{split}pref", str(folder / split)]
-    run(get_parser().parse_args(argv))
+    run(get_parser().parse_args(argv + list(extra)))
     return folder / "bin"
 
 

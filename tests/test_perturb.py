@@ -76,11 +76,12 @@ def test_perturbed_copy_is_recorded_loads_and_leaves_train_alone(small_bin, tmp_
     assert counts == {"test": 7}
     meta = json.loads((dest / "syntax.json").read_text(encoding="utf-8"))
     assert meta["perturbation"] == {"p": 1.0, "seed": 3, "splits": ["test"], "source": str(small_bin),
-                                    "words_perturbed": {"test": 7}}
+                                    "words_perturbed": {"test": 7}, "phrase_structure_reconverted": True}
     assert (dest / "train.en-de.en.head.bin").read_bytes() == (small_bin / "train.en-de.en.head.bin").read_bytes()
     assert (dest / "test.en-de.en.deplabel.bin").read_bytes() != (small_bin / "test.en-de.en.deplabel.bin").read_bytes()
     task = syntax_task(dest)
-    task.load_dataset("test")  # the task's own checks accept the perturbed trees
+    task.load_dataset("test")  # the task's own checks accept the perturbed trees (phrase structures included)
+    _check_phrases_follow_the_heads(dest)
     same = pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "again"), "--p", "1",
                                               "--seed", "3"]))
     assert same == counts
@@ -119,3 +120,27 @@ def test_a_damaged_stream_is_named(small_bin, tmp_path):
     with pytest.raises(pt.InputError, match=r"test.en-de.en.head.bin: cannot be read"):
         pt.run(pt.get_parser().parse_args([str(broken), "--destdir", str(tmp_path / "out"), "--p", "0.1"]))
     assert not (tmp_path / "out").exists()
+
+
+def _check_phrases_follow_the_heads(data_bin):
+    """The perturbed copy's phrase structures are the conversion of its perturbed dependency trees."""
+    from fairseq.data import Dictionary, data_utils
+
+    labels = Dictionary.load(str(data_bin / "dict.en.deplabel.txt"))
+    load = lambda s: data_utils.load_indexed_dataset(str(data_bin / f"test.en-de.en.{s}"), None, "mmap")  # noqa: E731
+    heads, deplabels, phrases = load("head"), load("deplabel"), load("phrase")
+    for i in range(len(heads)):
+        expected = pt.phrase_of_pieces(heads[i].numpy(), deplabels[i].numpy() != labels.index("<subword>"))
+        assert phrases[i].numpy().reshape(-1, 2).tolist() == expected.tolist()
+
+
+def test_imported_brackets_are_kept_when_the_dependency_parse_is_perturbed(tmp_path):
+    from .test_phrase_structure import HEADS, PTB, SRC, TGT, _conllu
+
+    source = parsed_bin(tmp_path, {"train": (SRC, TGT, _conllu(SRC, HEADS), PTB), "test": (SRC, TGT, _conllu(SRC, HEADS), PTB)},
+                        bpe_symbols=20, extra=["--constituency-parse", "ptb"])
+    dest = tmp_path / "noisy"
+    pt.run(pt.get_parser().parse_args([str(source), "--destdir", str(dest), "--p", "1", "--seed", "1"]))
+    assert json.loads((dest / "syntax.json").read_text())["perturbation"]["phrase_structure_reconverted"] is False
+    assert (dest / "test.en-de.en.phrase.bin").read_bytes() == (source / "test.en-de.en.phrase.bin").read_bytes()
+    assert (dest / "test.en-de.en.head.bin").read_bytes() != (source / "test.en-de.en.head.bin").read_bytes()

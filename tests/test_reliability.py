@@ -396,7 +396,7 @@ def _load(data_bin):
             (b / "syntax.json").read_text().replace('"format_version": 1', '"format_version": 99')),
          r"syntax\.json: format_version 99: this fairseq-syntax reads data-bins up to version 1"),
         (lambda b: (b / "dict.en.pos.txt").write_text(""),
-         r"train\.en-de\.en\.\{head,deplabel,pos\}: .*the pos side-file: id \d+ is outside its dictionary of 4"),
+         r"train\.en-de\.en\.\{head,deplabel,pos,phrase\}: .*the pos side-file: id \d+ is outside its dictionary of 4"),
     ],
 )
 def test_damaged_data_bin_names_the_file(small_bin, damage, message):

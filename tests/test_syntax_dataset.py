@@ -118,7 +118,7 @@ def test_mismatched_side_file_is_refused(multi30k_bin, tmp_path):
     for ext in ("bin", "idx"):  # the valid parse beside the test text
         shutil.copy(copy / f"test.en-de.en.head.{ext}", copy / f"valid.en-de.en.head.{ext}")
     task = setup_task(copy)
-    with pytest.raises(DataBinError, match=r"valid\.en-de\.en\.\{head,deplabel,pos\}: split 'valid', sentence \d+: "
+    with pytest.raises(DataBinError, match=r"valid\.en-de\.en\.\{head,deplabel,pos,phrase\}: split 'valid', sentence \d+: "
                        r"the head side-file has .* do not match the source text"):
         task.load_dataset("valid")
 
@@ -198,7 +198,7 @@ def test_provenance_differences_name_both_values_and_skip_unknowns():
     from fairseq_syntax.data import provenance
 
     trained = {"parser": "en_core_web_sm", "parser_version": "3.8.0", "spacy_version": "3.8.18",
-               "projection": "first", "bpe_codes_sha256": "aa"}
+               "projection": "first", "bpe_codes_sha256": "aa", "phrase_structure": "ptb"}
     now = dict(trained, parser_version="3.7.1", bpe_codes_sha256=None)
     assert provenance.differences(trained, now) == ["parser_version: trained with 3.8.0, now 3.7.1"]
     assert provenance.decode(provenance.encode(trained)) == trained

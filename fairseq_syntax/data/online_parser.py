@@ -16,7 +16,11 @@ the order of the dataset's stable length sort, so equal rows keep their input or
 words are the text's pieces joined (subword-nmt's ``@@``), parsed with the spaCy pipeline
 recorded in the data-bin's ``syntax.json`` (or ``--syntax-parser``), projected onto exactly
 those pieces with the recorded rule, and turned into features by the functions the dataset
-uses (:mod:`fairseq_syntax.data.syntax_features`). A row with no text (a caller that bypasses
+uses (:mod:`fairseq_syntax.data.syntax_features`); the phrase structure is converted from
+the parse (:func:`fairseq_syntax_core.phrase.from_dependency`) as preprocessing does by
+default. A model trained on imported brackets thus sees converted trees on raw text: a
+warning names the difference, and ``--strict-phrase-structure`` refuses instead (there is no
+constituency parser to run here). A row with no text (a caller that bypasses
 both entry points) falls back to words rebuilt from the ids, with a warning.
 """
 
@@ -29,7 +33,9 @@ from fairseq.data import Dictionary
 from fairseq.tokenizer import tokenize_line
 from torch import Tensor
 
-from .syntax_features import append_eos, collate_features, pad_values_for, sentence_features
+from fairseq_syntax_core.databin import NODE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
+
+from .syntax_features import append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +85,8 @@ class OnlineParser:
         pos_dict: Dictionary,
         parser: Optional[str] = None,
         left_pad: bool = True,
+        strict_phrase_structure: bool = False,
+        trained_phrase_structure: Optional[str] = None,
     ) -> None:
         from fairseq_syntax_core.errors import UsageError
         from fairseq_syntax_preprocess.parse import load_pipeline
@@ -98,6 +106,11 @@ class OnlineParser:
         self.src_dict, self.label_dict, self.pos_dict = src_dict, label_dict, pos_dict
         self.left_pad = left_pad
         self._warned = False
+        # what the model was trained on (its checkpoint), else what the data-bin given now holds
+        self.phrase_source = trained_phrase_structure or (metadata.get(PHRASE_STRUCTURE_KEY) or {}).get(
+            "source", PHRASE_FROM_DEPENDENCY)
+        self.strict_phrase_structure = strict_phrase_structure
+        self._warned_phrase = False
 
     def pieces_of(self, src_tokens: Tensor, texts: Sequence[Optional[str]]) -> List[List[str]]:
         """Each row's pieces: from its text where kept, else rebuilt from its ids (warned)."""
@@ -132,17 +145,43 @@ class OnlineParser:
     ) -> Dict[str, Tensor]:
         """``src_syntax`` for a padded batch of source ids whose rows have the given texts."""
         texts = texts if texts is not None else [None] * src_tokens.size(0)
+        node_names = sorted(n for n in requested if n in STREAMS and STREAMS[n].granularity == NODE)
+        if node_names:
+            self._check_phrase_source()
+        token_requested = set(requested) - set(node_names)
         samples = []
+        nodes: Dict[str, List[Tensor]] = {name: [] for name in node_names}
         for tree in self.piece_trees(self.pieces_of(src_tokens, texts)):
+            for name in node_names:
+                stream = STREAMS[name]
+                values = torch.as_tensor(getattr(tree, stream.field), dtype=torch.long)
+                nodes[name].append(values.reshape(-1, stream.width) if stream.width > 1 else values.reshape(-1))
             labels = torch.tensor([self.label_dict.index(x) for x in tree.labels], dtype=torch.long)
             pos = torch.tensor([self.pos_dict.index(x) for x in tree.pos], dtype=torch.long)
             heads, labels, pos = append_eos(
                 torch.as_tensor(tree.heads, dtype=torch.long), labels, pos,
                 self.label_dict.eos(), self.pos_dict.eos(),
             )
-            samples.append(sentence_features(heads, labels, pos, requested))
+            samples.append(sentence_features(heads, labels, pos, token_requested))
         features = collate_features(
             samples, pad_values_for(self.label_dict.pad(), self.pos_dict.pad()),
             left_pad=self.left_pad, length=src_tokens.size(1),
         )
+        for name, values in nodes.items():
+            features[name], features[name + "_mask"] = collate_nodes(values, 0)
         return {k: v.to(src_tokens.device) for k, v in features.items()}
+
+    def _check_phrase_source(self) -> None:
+        """Raw text gets converted phrase structures: say so when the data-bin had imported ones."""
+        if self.phrase_source == PHRASE_FROM_DEPENDENCY or self._warned_phrase:
+            return
+        from fairseq_syntax_core.errors import UsageError
+
+        message = (f"the model was trained on phrase structures from {self.phrase_source!r} brackets (syntax.json), "
+                   "but raw text has no constituency parser here: its phrase structures are converted from the "
+                   f"dependency parse ({PHRASE_FROM_DEPENDENCY}), trees of another shape than in training")
+        if self.strict_phrase_structure:
+            raise UsageError(message + "; --strict-phrase-structure refuses: decode a data-bin made with "
+                             "--constituency-parse instead (fairseq-generate)")
+        logger.warning(message + " (--strict-phrase-structure refuses instead)")
+        self._warned_phrase = True

@@ -3,7 +3,8 @@
 A model trained on one data-bin learns that data-bin's parser, projection rule and BPE
 segmentation. At training, the task records them in the model's args (``syntax_provenance``,
 saved in the checkpoint like fairseq's other derived settings): the parser's name and version
-(and spaCy's), the projection rule and the SHA-256 of the BPE codes. When the model later
+(and spaCy's), the projection rule, the SHA-256 of the BPE codes and the source of the phrase
+structure. When the model later
 parses raw text (``fairseq-interactive``, the hub), the parse comes from the data-bin given at
 decoding and the parser installed now: :func:`differences` names each field that differs, and
 the task warns with both values. ``--syntax-parser`` chooses another parser on purpose: that
@@ -19,7 +20,7 @@ __all__ = ["ARG", "of_data_bin", "differences", "encode", "decode"]
 
 #: the name under which a checkpoint's model args hold the provenance (a JSON string)
 ARG = "syntax_provenance"
-FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256")
+FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
 
 
 def _sha256(path: str) -> Optional[str]:
@@ -47,6 +48,8 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
         "spacy_version": parser.get("spacy_version"),
         "projection": (metadata.get("projection") or {}).get("rule"),
         "bpe_codes_sha256": codes,
+        # where the phrase structure came from (imported brackets or the dependency conversion)
+        "phrase_structure": (metadata.get("phrase_structure") or {}).get("source"),
     }
 
 

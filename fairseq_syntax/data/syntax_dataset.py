@@ -11,7 +11,7 @@ from fairseq_syntax_core.databin import HEAD, LABEL, NODE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
+from .syntax_features import FEATURES, append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object],
     """Vectorized load-time checks of every loaded stream, by its registry entry.
 
     Token streams must hold ``n`` items for a source line of ``n`` pieces plus ``</s>``; node
-    streams have their own lengths. Then each stream's validator, and for symbol streams the
+    streams have their own lengths, ``width`` values a node; a binary-tree stream holds
+    ``n - 1`` nodes or none (a line without a tree). Then each stream's validator, and for symbol streams the
     id range of their dictionary (``limits``). The error names the split and the (0-based)
     sentence index.
     """
@@ -41,6 +42,16 @@ def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object],
                 raise SideFileError(
                     f"split {split!r}, sentence {i}: the {name} side-file has {sizes[i]} entries "
                     f"for a source of {src_sizes[i] - 1} tokens (+ </s>); {len(bad)} sentences differ"
+                )
+        elif stream.binary_tree:
+            internal = np.maximum(src_sizes - 2, 0) * stream.width  # n pieces: n - 1 merges
+            bad = np.flatnonzero((sizes != internal) & (sizes != 0))
+            if len(bad):
+                i = int(bad[0])
+                raise SideFileError(
+                    f"split {split!r}, sentence {i}: the {name} side-file has {sizes[i] // stream.width} nodes "
+                    f"for a source of {src_sizes[i] - 1} tokens (a binary tree over n tokens has n - 1, "
+                    f"a line without a tree none); {len(bad)} sentences differ"
                 )
         checks = [stream.validator] if stream.validator is not None else []
         if name in limits:
@@ -99,6 +110,12 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         if not self.requested:
             return item
         token_keys = self.requested - set(self.node_streams)
+        absent = token_keys - set(FEATURES)
+        if absent:
+            raise SideFileError(
+                f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
+                f"(it holds {', '.join(self.streams)}): remake the data-bin with this version of fairseq-syntax-preprocess"
+            )
         features: Dict[str, torch.Tensor] = {}
         if token_keys:
             heads, labels, pos = append_eos(
@@ -107,8 +124,15 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
             )
             features = sentence_features(heads, labels, pos, token_keys)
         item["src_syntax"] = features
-        item["src_nodes"] = {n: self.streams[n][index].long() for n in self.node_streams if n in self.requested}
+        item["src_nodes"] = {
+            n: self._node_values(n, index) for n in self.node_streams if n in self.requested
+        }
         return item
+
+    def _node_values(self, name: str, index: int) -> torch.Tensor:
+        """A node stream's item: ``(nodes,)``, or ``(nodes, width)`` when a node holds several values."""
+        values, width = self.streams[name][index].long(), STREAMS[name].width
+        return values.view(-1, width) if width > 1 else values
 
     def collater(self, samples: List[Dict], pad_to_length: Optional[Dict[str, int]] = None) -> Dict:
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)

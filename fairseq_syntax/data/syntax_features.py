@@ -108,14 +108,19 @@ def pad_values_for(label_pad: int, pos_pad: int) -> Dict[str, int]:
 
 
 def collate_nodes(values: Sequence[Tensor], pad: int) -> "tuple[Tensor, Tensor]":
-    """A node-level stream (one value per tree node, lengths of its own) as ``(B, N)`` plus a mask.
+    """A node-level stream (``(nodes, width)`` per sentence, lengths of its own) as ``(B, N, width)`` plus a mask.
 
-    Rows are right-padded with ``pad`` to the batch's largest node count ``N``; the mask is
-    True at real nodes. Nodes are not source positions, so they are not padded like the source.
+    Rows are right-padded with ``pad`` to the batch's largest node count ``N`` (at least 1);
+    the mask ``(B, N)`` is True at real nodes. Nodes are not source positions, so they are
+    not padded like the source. A 1-D value per sentence gives ``(B, N)``.
     """
     values = [v.long() for v in values]
-    lengths = torch.tensor([v.numel() for v in values], dtype=torch.long)
-    width = int(lengths.max()) if len(values) else 0
-    out = data_utils.collate_tokens(values, pad, left_pad=False, pad_to_length=max(width, 1))
-    mask = torch.arange(out.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
-    return out, mask
+    flat = not values or values[0].dim() == 1
+    width = 1 if flat else values[0].size(1)
+    values = [v.reshape(v.size(0), width) for v in values]
+    lengths = torch.tensor([v.size(0) for v in values], dtype=torch.long)
+    nodes = max(int(lengths.max()) if len(values) else 0, 1)
+    out = data_utils.collate_tokens([v.reshape(-1) for v in values], pad, left_pad=False, pad_to_length=nodes * width)
+    mask = torch.arange(nodes).unsqueeze(0) < lengths.unsqueeze(1)
+    out = out.view(len(values), nodes, width)
+    return (out.squeeze(-1) if flat else out), mask

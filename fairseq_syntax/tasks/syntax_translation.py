@@ -14,6 +14,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.online_parser import SourceTexts
+from fairseq_syntax.data.syntax_features import FEATURES
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
 from fairseq_syntax_core.databin import (
     LABEL,
@@ -68,6 +69,13 @@ class SyntaxTranslationConfig(TranslationConfig):
         metadata={
             "help": "spaCy pipeline (name or path) for parsing raw source text on the fly "
             "(fairseq-interactive, hub); default: the one recorded in the data-bin's syntax.json"
+        },
+    )
+    strict_phrase_structure: bool = field(
+        default=False,
+        metadata={
+            "help": "raw text gets phrase structures converted from its dependency parse: refuse (instead of "
+            "warning) when the data-bin's were imported brackets (--constituency-parse)"
         },
     )
 
@@ -234,7 +242,15 @@ class SyntaxTranslationTask(TranslationTask):
         """Record the syntax features a model consumes (the union over an ensemble)."""
         inputs = getattr(model, "syntax_inputs", None)
         if callable(inputs):
-            self.syntax_requested.update(inputs())
+            wanted = set(inputs())
+            absent = wanted - set(FEATURES) - set(self.stream_names)
+            if absent:
+                raise DataBinError(
+                    os.path.join(utils.split_paths(self.cfg.data)[0], METADATA_FILE), None,
+                    f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
+                    f"(it holds {', '.join(self.stream_names)}); {REMAKE}",
+                )
+            self.syntax_requested.update(wanted)
 
     # ------------------------------------------------------------- inference
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
@@ -304,6 +320,8 @@ class SyntaxTranslationTask(TranslationTask):
             self._online_parser = OnlineParser(
                 self.metadata, self.src_dict, self.label_dict, self.pos_dict,
                 parser=self.cfg.syntax_parser, left_pad=self.cfg.left_pad_source,
+                strict_phrase_structure=getattr(self.cfg, "strict_phrase_structure", False),
+                trained_phrase_structure=(self.model_provenance or {}).get("phrase_structure"),
             )
             self._check_provenance(self._online_parser)
         return self._online_parser
@@ -321,6 +339,8 @@ class SyntaxTranslationTask(TranslationTask):
         import spacy
 
         now["spacy_version"] = spacy.__version__
+        # raw text always gets converted phrase structures: the online parser says so to models that use them
+        now["phrase_structure"] = None
         notes = provenance.differences(trained, now)
         if override and trained.get("parser") not in (None, override):
             logger.info(f"--syntax-parser {override} parses raw text on purpose; the model was trained "
