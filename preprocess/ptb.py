@@ -73,6 +73,11 @@ def _parse(line: str):
         # a wrapper node: several trees on the line become its children, one tree a unary chain
         return Tree.fromstring(f"{wrapper}{text})")
     except ValueError as error:
+        if "MAX_TREE_DEPTH" in str(error):
+            from nltk.tree import tree as nltk_tree
+
+            raise BracketError(f"the brackets nest deeper than {nltk_tree.MAX_TREE_DEPTH} levels, NLTK's limit "
+                               "against adversarial input: not a parse of one sentence") from None
         found = re.search(r"expected (.*?) but got (.*?)\s+at index (\d+)", str(error), re.S)
         if found is None:
             raise BracketError(f"the brackets do not parse: {' '.join(str(error).split())}") from None

@@ -312,3 +312,14 @@ def test_a_model_trained_on_imported_brackets_is_warned_or_refused_on_raw_text(c
     converted, _ = _online_parser({"phrase_structure": {"source": "ptb"}}, strict_phrase_structure=True,
                                   trained_phrase_structure="dependency-conversion")
     converted.features_for(tokens, {"phrase"}, ["the dog runs ."])  # trained on conversions: nothing to say
+
+
+def test_lines_skipped_for_length_skip_their_trees_too(tmp_path):
+    data_bin = parsed_bin(tmp_path, {"train": (SRC, TGT, _conllu(SRC, HEADS), PTB)}, bpe_symbols=20,
+                          extra=["--constituency-parse", "ptb", "--max-len", "5", "--max-len-action", "skip"])
+    from fairseq_syntax_preprocess.ptb import tree_merges
+
+    stored, _ = _stored(data_bin)  # line 1 (6 tokens) is skipped: lines 2 and 3 remain, with their own trees
+    assert len(stored) == 2
+    for i, line in enumerate(PTB[1:]):
+        assert stored[i].tolist() == expand_to_pieces(tree_merges(line)[0], _word_of_piece(data_bin, "train", i)).tolist()
