@@ -24,6 +24,26 @@ def test_eos_attaches_to_last_root():
     assert feats["distance"].tolist() == [1, 1, 3, 1, 2]  # d_D(i) = i - h(i), paper 002 eq. 4
 
 
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_batched_derivation_equals_per_sentence_padding(left_pad):
+    """The collater derives features once per batch (batch_features): same values as per sentence."""
+    from fairseq_syntax.data.syntax_features import batch_features, collate_trees
+
+    rng = np.random.default_rng(1)
+    sentences = []
+    for n in (1, 5, 12, 3, 8):
+        heads = [0] + [int(rng.integers(1, i + 1)) for i in range(1, n)]
+        order = rng.permutation(n)  # shuffle positions, keep a tree
+        inverse = np.argsort(order)
+        shuffled = [0 if heads[order[i]] == 0 else int(inverse[heads[order[i]] - 1]) + 1 for i in range(n)]
+        sentences.append(append_eos(torch.tensor(shuffled), torch.arange(4, 4 + n), torch.full((n,), 5), 2, 2))
+    pads = {"labels": 1, "pos": 1}
+    expected = collate_features([sentence_features(*s, FEATURES) for s in sentences], pads, left_pad, length=15)
+    got = batch_features(*collate_trees(sentences, 1, 1, left_pad, length=15), FEATURES)
+    for name in FEATURES:
+        assert got[name].tolist() == expected[name].tolist(), name
+
+
 def _sentence(heads):
     h, l, p = append_eos(torch.tensor(heads), torch.arange(4, 4 + len(heads)), torch.full((len(heads),), 4), 2, 2)
     return sentence_features(h, l, p, FEATURES)
@@ -100,7 +120,7 @@ def test_task_loads_real_parses_and_collates(multi30k_bin):
     # every row of each collated feature equals the per-sentence derivation
     for row, sample_id in enumerate(batch["id"].tolist()):
         n = int((~pad[row]).sum())
-        assert syntax["depth"][row, -n:].tolist() == dataset[sample_id]["src_syntax"]["depth"].tolist()
+        assert syntax["depth"][row, -n:].tolist() == sentence_features(*dataset[sample_id]["src_syntax"], {"depth"})["depth"].tolist()
 
 
 def test_baseline_gets_no_side_inputs(multi30k_bin):

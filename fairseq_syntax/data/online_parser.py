@@ -35,7 +35,7 @@ from torch import Tensor
 
 from fairseq_syntax_core.databin import NODE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
 
-from .syntax_features import append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
+from .syntax_features import append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -162,11 +162,13 @@ class OnlineParser:
                 torch.as_tensor(tree.heads, dtype=torch.long), labels, pos,
                 self.label_dict.eos(), self.pos_dict.eos(),
             )
-            samples.append(sentence_features(heads, labels, pos, token_requested))
-        features = collate_features(
-            samples, pad_values_for(self.label_dict.pad(), self.pos_dict.pad()),
-            left_pad=self.left_pad, length=src_tokens.size(1),
-        )
+            samples.append((heads, labels, pos))
+        features: Dict[str, Tensor] = {}
+        if token_requested:
+            heads, labels, pos, real = collate_trees(
+                samples, self.label_dict.pad(), self.pos_dict.pad(), left_pad=self.left_pad, length=src_tokens.size(1)
+            )
+            features = batch_features(heads, labels, pos, real, token_requested)
         for name, values in nodes.items():
             features[name], features[name + "_mask"] = collate_nodes(values, 0)
         return {k: v.to(src_tokens.device) for k, v in features.items()}

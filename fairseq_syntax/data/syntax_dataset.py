@@ -11,7 +11,7 @@ from fairseq_syntax_core.databin import HEAD, LABEL, NODE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import FEATURES, append_eos, collate_features, collate_nodes, pad_values_for, sentence_features
+from .syntax_features import FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -116,14 +116,11 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
                 f"(it holds {', '.join(self.streams)}): remake the data-bin with this version of fairseq-syntax-preprocess"
             )
-        features: Dict[str, torch.Tensor] = {}
-        if token_keys:
-            heads, labels, pos = append_eos(
-                self.streams[HEAD.name][index], self.streams[LABEL.name][index], self.streams[POS.name][index],
-                self.dictionaries[LABEL.name].eos(), self.dictionaries[POS.name].eos(),
-            )
-            features = sentence_features(heads, labels, pos, token_keys)
-        item["src_syntax"] = features
+        # the stored streams only: the features are derived per batch in the collater
+        item["src_syntax"] = append_eos(
+            self.streams[HEAD.name][index], self.streams[LABEL.name][index], self.streams[POS.name][index],
+            self.dictionaries[LABEL.name].eos(), self.dictionaries[POS.name].eos(),
+        ) if token_keys else None
         item["src_nodes"] = {
             n: self._node_values(n, index) for n in self.node_streams if n in self.requested
         }
@@ -140,12 +137,14 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
             return batch
         by_id = {s["id"]: s for s in samples}
         ordered = [by_id[int(i)] for i in batch["id"]]
-        syntax = collate_features(
-            [s["src_syntax"] for s in ordered],
-            pad_values_for(self._pad(LABEL.name), self._pad(POS.name)),
-            left_pad=self.dataset.left_pad_source,
-            length=batch["net_input"]["src_tokens"].size(1),
-        )
+        syntax: Dict[str, torch.Tensor] = {}
+        token_keys = self.requested - set(self.node_streams)
+        if ordered[0]["src_syntax"] is not None and token_keys:
+            heads, labels, pos, real = collate_trees(
+                [s["src_syntax"] for s in ordered], self._pad(LABEL.name), self._pad(POS.name),
+                left_pad=self.dataset.left_pad_source, length=batch["net_input"]["src_tokens"].size(1),
+            )
+            syntax = batch_features(heads, labels, pos, real, token_keys)
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask

@@ -1,8 +1,10 @@
 """From a stored piece tree to the tensors a model consumes: the one derivation path.
 
 Both the dataset (reading a ``data-bin``) and on-the-fly parsing at inference
-(:mod:`fairseq_syntax.data.online_parser`) call :func:`sentence_features` then
-:func:`collate_features`, so training and raw-text decoding cannot drift apart.
+(:mod:`fairseq_syntax.data.online_parser`) call :func:`batch_features` on the padded stored
+streams of a whole batch (:func:`collate_trees`), so training and raw-text decoding cannot
+drift apart, and the derivations run once per batch, vectorized, not once per sentence.
+:func:`sentence_features` is the same derivation on one unpadded sentence.
 
 The appended ``</s>``: fairseq appends EOS to every source line. Its syntax entry is
 added here (:func:`append_eos`): it attaches to the line's **last root** (the sentence it
@@ -51,27 +53,65 @@ def sentence_features(heads: Tensor, labels: Tensor, pos: Tensor, requested: Ite
     ``heads``, ``labels``, ``pos`` already include the ``</s>`` entry (:func:`append_eos`).
     ``parents`` is returned 0-based within the sentence; :func:`collate_features` shifts it.
     """
+    real = torch.ones(1, heads.numel(), dtype=torch.bool)
+    batch = batch_features(heads.long().view(1, -1), labels.long().view(1, -1), pos.long().view(1, -1), real, requested)
+    return {name: value.squeeze(0) for name, value in batch.items()}
+
+
+def batch_features(heads: Tensor, labels: Tensor, pos: Tensor, real: Tensor, requested: Iterable[str]) -> Dict[str, Tensor]:
+    """The features ``requested`` of a padded batch, each ``(B, T)`` like the source.
+
+    ``heads``, ``labels``, ``pos`` are the stored streams with the ``</s>`` entry, padded on
+    either side (:func:`collate_trees`: heads 0, labels and POS their dictionaries' pad);
+    ``real`` is True at the sentences' own positions. ``heads`` stay 1-based within their
+    line; ``parents`` index the padded row (padding points to itself); ``depth`` and
+    ``distance`` are 0 at padding.
+    """
     requested = set(requested)
     unknown = requested - set(FEATURES)
     if unknown:
         raise KeyError(f"unknown syntax features {sorted(unknown)}; available: {FEATURES}")
     out: Dict[str, Tensor] = {}
-    parents = None
+    width = heads.size(1)
+    columns = torch.arange(width, device=heads.device).unsqueeze(0)
+    offset = (~real).long().cumprod(dim=1).sum(dim=1, keepdim=True)  # leading padding of each row
     if requested & {"parents", "depth"}:
-        parents = trees.parents_from_heads(heads)
+        parents = torch.where(real & (heads > 0), heads - 1 + offset, columns)
+        if "parents" in requested:
+            out["parents"] = parents
+        if "depth" in requested:
+            out["depth"] = trees.tree_depth(parents)
     if "heads" in requested:
         out["heads"] = heads
-    if "parents" in requested:
-        out["parents"] = parents
-    if "depth" in requested:
-        out["depth"] = trees.tree_depth(parents.unsqueeze(0)).squeeze(0)
     if "labels" in requested:
         out["labels"] = labels
     if "pos" in requested:
         out["pos"] = pos
     if "distance" in requested:
-        out["distance"] = trees.dependency_distance(heads)
+        distance = trees.dependency_distance(heads, positions=columns - offset + 1)
+        out["distance"] = torch.where(real, distance, torch.zeros_like(distance))
     return out
+
+
+def collate_trees(
+    sentences: Sequence["tuple[Tensor, Tensor, Tensor]"], label_pad: int, pos_pad: int, left_pad: bool, length: int,
+) -> "tuple[Tensor, Tensor, Tensor, Tensor]":
+    """Stored ``(heads, labels, pos)`` of each sentence (``</s>`` entry included) padded into ``(B, length)``.
+
+    Returns ``(heads, labels, pos, real)``, padded on the source's side: heads with 0, labels
+    and POS with their dictionaries' pad; ``real`` marks the sentences' own positions.
+    """
+    def pad(values, value):
+        return data_utils.collate_tokens(values, value, left_pad=left_pad, pad_to_length=length)
+
+    heads = pad([s[0].long() for s in sentences], 0)
+    labels = pad([s[1].long() for s in sentences], label_pad)
+    pos = pad([s[2].long() for s in sentences], pos_pad)
+    lengths = torch.tensor([s[0].numel() for s in sentences])
+    columns = torch.arange(heads.size(1)).unsqueeze(0)
+    start = (heads.size(1) - lengths).unsqueeze(1) if left_pad else torch.zeros_like(lengths).unsqueeze(1)
+    real = (columns >= start) & (columns < start + lengths.unsqueeze(1))
+    return heads, labels, pos, real
 
 
 def collate_features(
