@@ -1,6 +1,6 @@
 """fairseq-syntax: source-side syntax for fairseq NMT (a --user-dir plugin and a parsing pipeline)."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 # fairseq 0.12.2 from PyPI does not import on Python >= 3.11 (dataclass mutable defaults,
 # fairseq issue 5012). ve-fairseq 0.12.3 is a cp311 wheel of fairseq main that installs the
@@ -18,19 +18,9 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.8",
-    packages=[
-        "fairseq_syntax",
-        "fairseq_syntax.data",
-        "fairseq_syntax.tasks",
-        "fairseq_syntax.modules",
-        "fairseq_syntax.models",
-        "fairseq_syntax.models.syntax_transformer",
-        "fairseq_syntax.models.syntax_transformer.components",
-        "fairseq_syntax.criterions",
-        "fairseq_syntax.analysis",
-        "fairseq_syntax_core",
-        "fairseq_syntax_preprocess",
-    ],
+    # every subpackage of the plugin and the shared core (a new one is never forgotten), and the pipeline
+    packages=find_packages(include=["fairseq_syntax", "fairseq_syntax.*", "fairseq_syntax_core"])
+    + ["fairseq_syntax_preprocess"],
     package_dir={"fairseq_syntax_preprocess": "preprocess"},
     install_requires=FAIRSEQ
     + [
@@ -42,7 +32,7 @@ setup(
         "sacrebleu>=2.0",
         "tqdm",
         "matplotlib",
-        "nltk>=3.8",
+        "nltk>=3.10.4",  # RIBES: earlier releases count Kendall's tau wrongly (nltk PR #3900)
     ],
     extras_require={"test": ["pytest"]},
     entry_points={

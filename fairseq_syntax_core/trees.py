@@ -61,6 +61,7 @@ __all__ = [
     "word_start",
     "phrase_parents",
     "constituency_distances",
+    "phrase_heights",
 ]
 
 
@@ -534,6 +535,30 @@ def constituency_distances(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor
         d_R[:, 1:] = d_G[:, 1:] - d_G[:, :-1]
     d_R = torch.where(is_leaf, d_R, torch.zeros_like(d_R)) if L else d_R
     return d_S, d_G, d_R
+
+
+def phrase_heights(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Tensor:
+    """Height of every merge, ``LongTensor (B, N)``: a leaf is 0, a merge ``1 +`` its higher child.
+
+    The bottom-up schedule of a batched Tree-LSTM (paper 004 sec. 3.1): all merges of height
+    ``h`` can be computed once those of heights ``< h`` are. Inputs as :func:`phrase_parents`;
+    padding merges get 0. One round per tree level (no loop over nodes or sentences): a
+    round raises every merge to ``1 +`` its children's current heights, until nothing changes.
+    """
+    B, N = phrase_mask.shape
+    height = torch.zeros(B, N, dtype=torch.long, device=phrase.device)
+    if N == 0 or B == 0:
+        return height
+    n = n_leaves.to(phrase.device).long().view(B, 1, 1)
+    is_merge = phrase >= n
+    child = (phrase - n).clamp(min=0, max=N - 1).view(B, 2 * N)
+    for _ in range(N):
+        below = torch.where(is_merge, height.gather(1, child).view(B, N, 2), torch.zeros_like(phrase))
+        new = torch.where(phrase_mask, 1 + below.amax(dim=-1), torch.zeros_like(height))
+        if torch.equal(new, height):
+            break
+        height = new
+    return height
 
 
 def word_start(parents: Tensor, labels: Tensor, subword_label: int) -> Tensor:

@@ -107,6 +107,28 @@ def test_transformer_structural_trains_and_generates(outside):
     generate(outside, checkpoint)
 
 
+def _train_recurrent(work, arch, save_dir, *extra):
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          "--arch", arch, "--encoder-embed-dim", "32", "--encoder-hidden-size", "32", "--decoder-embed-dim", "32",
+          "--decoder-hidden-size", "32", "--decoder-out-embed-dim", "32", "--optimizer", "adam", "--lr", "0.002",
+          "--max-tokens", "1500", "--max-update", "12", "--save-dir", save_dir, "--no-epoch-checkpoints",
+          "--no-progress-bar", "--seed", "1", *extra], cwd=work)
+    return os.path.join(save_dir, "checkpoint_last.pt")
+
+
+def test_tree2seq_trains_generates_and_translates_raw_text(outside):
+    """Paper 004 on the data-bin every model uses (its phrase structures converted from the parse)."""
+    spacy_model()
+    checkpoint = _train_recurrent(outside, "tree2seq", "ckpt_tree2seq")
+    generate(outside, checkpoint)
+    interactive(outside, checkpoint)  # phrase structures converted from the online parse
+
+
+def test_fairseq_lstm_baseline_of_tree2seq_on_the_same_data_bin(outside):
+    checkpoint = _train_recurrent(outside, "lstm", "ckpt_lstm")
+    generate(outside, checkpoint)
+
+
 # ------------------------------------------------- raw text decodes as preprocessing did
 
 #: words whose letters the sample's train set never shows: pieces missing from the dictionary

@@ -1,1 +1,2 @@
 from . import syntax_transformer  # noqa: F401
+from . import tree2seq  # noqa: F401

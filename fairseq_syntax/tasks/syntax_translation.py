@@ -37,11 +37,10 @@ def _is_syntax_model(cfg) -> bool:
     """Whether ``cfg`` builds one of our models (fairseq's own get no extra args)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    from fairseq_syntax.models.syntax_transformer.model import SyntaxTransformerModel
-
     arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", None)
     model_class = ARCH_MODEL_REGISTRY.get(arch)
-    return isinstance(model_class, type) and issubclass(model_class, SyntaxTransformerModel)
+    # our models declare the side inputs they consume; fairseq's own have no such method
+    return isinstance(model_class, type) and callable(getattr(model_class, "syntax_inputs", None))
 
 
 def _set_arg(cfg, name: str, value) -> None:
@@ -307,8 +306,8 @@ class SyntaxTranslationTask(TranslationTask):
                 first["positional_scores"] = first["positional_scores"].new_zeros(1)
                 if torch.is_tensor(first.get("alignment")) and first["alignment"].numel():
                     first["alignment"] = first["alignment"].new_zeros((0, 2))
-                if torch.is_tensor(first.get("attention")):
-                    first["attention"] = first["attention"][:, :1]
+                if torch.is_tensor(first.get("attention")) and first["attention"].dim() == 2:
+                    first["attention"] = first["attention"][:, :1]  # (source, target): the </s> column
                 translations[row] = [first]
         return translations
 
