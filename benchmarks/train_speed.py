@@ -16,6 +16,12 @@ the plugin (e.g. an older commit checked out elsewhere), to compare versions in 
 
     python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_dep_rel \\
         --other old_dep_rel=transformer_dep_rel@/tmp/old/fairseq_syntax
+
+Recurrent models (paper 004's ``tree2seq`` against fairseq's ``lstm``, issue 13): one layer,
+``--dim`` wide embeddings and hidden units, input feeding, no head count:
+
+    python benchmarks/train_speed.py DATA_BIN --archs lstm,tree2seq --baseline lstm --heads 1 \\
+        --out benchmarks/results/tree2seq_speed_cpu.json
 """
 
 import argparse
@@ -35,22 +41,34 @@ DEFAULT_ARCHS = ("transformer,transformer_rel,transformer_dep,transformer_dep_re
                  "transformer_gps,transformer_pascal,transformer_structural")
 
 
+#: recurrent architectures: sized by one width, no layers of attention heads
+RECURRENT = ("lstm", "tree2seq")
+
+
+def model_flags(arch: str, heads: int, args) -> List[str]:
+    if arch.startswith(RECURRENT):  # fairseq's lstm: 1 layer each side, input feeding, equal size
+        return ["--encoder-embed-dim", str(args.dim), "--encoder-hidden-size", str(args.dim),
+                "--decoder-embed-dim", str(args.dim), "--decoder-hidden-size", str(args.dim),
+                "--decoder-out-embed-dim", str(args.dim), "--share-all-embeddings"]
+    return ["--encoder-layers", str(args.layers), "--decoder-layers", str(args.layers),
+            "--encoder-embed-dim", str(args.dim), "--decoder-embed-dim", str(args.dim),
+            "--encoder-ffn-embed-dim", str(4 * args.dim), "--decoder-ffn-embed-dim", str(4 * args.dim),
+            "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
+            "--share-all-embeddings"] + pascal_heads(arch, heads)
+
+
 def command(data_bin: str, arch: str, heads: int, args, user_dir: str, save_dir: str) -> List[str]:
     criterion = "label_smoothed_cross_entropy_with_nsd" if arch.startswith("transformer_nsd") else \
         "label_smoothed_cross_entropy"
     return [
         shutil.which("fairseq-train") or "fairseq-train", data_bin, "--user-dir", user_dir,
-        "--task", "syntax_translation", "--arch", arch,
-        "--encoder-layers", str(args.layers), "--decoder-layers", str(args.layers),
-        "--encoder-embed-dim", str(args.dim), "--decoder-embed-dim", str(args.dim),
-        "--encoder-ffn-embed-dim", str(4 * args.dim), "--decoder-ffn-embed-dim", str(4 * args.dim),
-        "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads),
-        "--share-all-embeddings", "--dropout", "0.1", "--criterion", criterion, "--label-smoothing", "0.1",
+        "--task", "syntax_translation", "--arch", arch, *model_flags(arch, heads, args),
+        "--dropout", "0.1", "--criterion", criterion, "--label-smoothing", "0.1",
         "--optimizer", "adam", "--lr", "0.0005", "--max-tokens", str(args.max_tokens),
         "--max-update", str(args.updates), "--disable-validation", "--no-save", "--num-workers", "0",
         "--seed", "1", "--log-format", "json", "--log-interval", str(args.updates), "--no-progress-bar",
         "--save-dir", save_dir, "--cpu",
-    ] + pascal_heads(arch, heads) + shlex.split(args.flags)
+    ] + shlex.split(args.flags)
 
 
 def pascal_heads(arch: str, heads: int) -> List[str]:
@@ -89,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_bin")
     parser.add_argument("--archs", default=DEFAULT_ARCHS)
+    parser.add_argument("--baseline", default="transformer", help="the model the ratios are taken against")
     parser.add_argument("--other", action="append", default=[], metavar="NAME=ARCH@USER_DIR",
                         help="a further run: ARCH from the plugin copy at USER_DIR, reported as NAME")
     parser.add_argument("--heads", default="4,8")
@@ -107,8 +126,8 @@ def main() -> None:
         name, rest = spec.split("=", 1)
         arch, user_dir = rest.split("@", 1)
         runs[name] = (arch, user_dir)
-    if "transformer" not in runs:
-        raise SystemExit("--archs must include transformer (the reference)")
+    if args.baseline not in runs:
+        raise SystemExit(f"--archs must include the --baseline {args.baseline} (the reference)")
     heads = [int(h) for h in args.heads.split(",")]
     wps: Dict[str, List[float]] = {f"{n}@{h}": [] for n in runs for h in heads}
     rss: Dict[str, List[float]] = {k: [] for k in wps}
@@ -123,8 +142,8 @@ def main() -> None:
                     print(f"rep {rep} heads {h} {name}: {w:.0f} wps, {m:.0f} MiB", file=sys.stderr, flush=True)
     results = {}
     for h in heads:
-        ref_w = statistics.median(wps[f"transformer@{h}"])
-        ref_m = statistics.median(rss[f"transformer@{h}"])
+        ref_w = statistics.median(wps[f"{args.baseline}@{h}"])
+        ref_m = statistics.median(rss[f"{args.baseline}@{h}"])
         for name in runs:
             key = f"{name}@{h}"
             results[key] = {
@@ -138,6 +157,7 @@ def main() -> None:
     report = {
         "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads},
+        "baseline": args.baseline,
         "seconds": round(time.time() - started, 1),
         "results": results,
     }
