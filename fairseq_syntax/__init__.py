@@ -12,3 +12,4 @@ from . import compat
 
 compat.install()
 from . import criterions, models, tasks  # noqa: F401
+from . import scoring  # noqa: F401  (--scoring ribes)

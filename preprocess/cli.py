@@ -19,7 +19,6 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
 from tqdm import tqdm
 
 from . import bpe as bpe_stage
@@ -44,6 +43,7 @@ from fairseq_syntax_core.databin import (
     stream_prefix,
 )
 from fairseq_syntax_core.errors import InputError, StageError, UsageError, UserError
+from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, is_visible, nonempty_lines, read_lines
 from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
@@ -416,6 +416,7 @@ def run(args) -> Dict[str, object]:
             stages.lap("wait_bpe_and_binarize")
             for split in splits:
                 split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
+            write_length_table(splits, work, out, src, tgt)
 
             piece_trees = {
                 split.name: [
@@ -493,6 +494,18 @@ def run(args) -> Dict[str, object]:
                 text_chain.stop()
             raise
     return summary
+
+
+def write_length_table(splits: List[Split], work: str, out: str, src: str, tgt: str) -> None:
+    """Paper 004's length prior counted on the train pairs in pieces (:mod:`fairseq_syntax_core.length_prior`)."""
+    train = next((s for s in splits if s.name == "train"), None)
+    if train is None:  # decoding estimates it from the data-bin the model was trained on
+        return
+    target = _read_pieces(os.path.join(work, f"train.{tgt}"))
+    prior = LengthPrior.from_lengths([len(p) for p in train.src_pieces], [len(p) for p in target],
+                                     source_lang=src, target_lang=tgt, splits=["train"])
+    with open(length_prior_path(out, src, tgt), "w", encoding="utf-8") as handle:
+        handle.write(table_text(prior))
 
 
 def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int) -> WordTree:

@@ -17,6 +17,7 @@ from typing import Iterable, Optional, Set
 
 from fairseq_syntax_core.databin import (
     CODES_FILE,
+    LENGTH_PRIOR_FILE,
     FORMAT_VERSION,
     METADATA_FILE,
     PARSED_LANGS_KEY,
@@ -52,7 +53,8 @@ def our_metadata(path: str) -> Optional[dict]:
 def files_of(meta: dict) -> Set[str]:
     """Every file name the pipeline writes for the data-bin that ``meta`` describes."""
     src, tgt = meta.get("source_lang"), meta.get("target_lang")
-    names = {METADATA_FILE, CODES_FILE, f"dict.{src}.txt", f"dict.{tgt}.txt"}
+    names = {METADATA_FILE, CODES_FILE, f"dict.{src}.txt", f"dict.{tgt}.txt",
+             LENGTH_PRIOR_FILE.format(src=src, tgt=tgt)}
     for lang, streams in meta.get(PARSED_LANGS_KEY, {}).items():
         for name in streams:
             stream = STREAMS.get(name)

@@ -192,3 +192,24 @@ def test_empty_reference_and_bad_settings_are_one_line_errors(tmp_path, capsys):
     for bad in (["--seed", "-1"], ["--bootstrap-samples", "1000000000"], ["--alpha", "2"]):
         with pytest.raises(SystemExit):
             cli_main(["-r", f["ref"], "-b", f["base"], *bad])
+
+
+def test_ribes_per_system_in_table_and_json_when_asked(tmp_path, capsys):
+    from fairseq_syntax.scoring.ribes import corpus_ribes
+
+    f = files(tmp_path, ref=REFS, base=WORSE, same=REFS)
+    plain = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "--bootstrap-samples", "10")
+    assert "RIBES" not in plain["systems"][0]["scores"] and "RIBES" not in capsys.readouterr().out
+    report = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "-s", f"same={f['same']}", "--ribes",
+                           "--bootstrap-samples", "10")
+    base, same = report["systems"]
+    # these lines are already 13a tokens: RIBES of the words as they stand
+    expected = 100 * corpus_ribes([r.split() for r in REFS], [h.split() for h in WORSE])
+    assert base["scores"]["RIBES"] == pytest.approx(expected)
+    # one word wrong per line, in place: every other word aligned in order, NKT 1, BP 1, RIBES = P ** 0.25
+    assert expected == pytest.approx(100 * sum(((len(r.split()) - 1) / len(r.split())) ** 0.25 for r in REFS) / 8)
+    assert same["scores"]["RIBES"] == pytest.approx(100.0)
+    assert "RIBES" not in same["paired"]  # a corpus score, no paired test
+    assert report["signatures"]["RIBES"].startswith("nltk:")
+    out = capsys.readouterr().out
+    assert "RIBES" in out.splitlines()[0] and f"{expected:.2f}" in out

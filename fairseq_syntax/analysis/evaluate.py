@@ -11,7 +11,10 @@ confidence interval; a zero observed difference is reported as p = 1, see
 source-length bucket and per source tree-depth bucket (:mod:`fairseq_syntax.analysis.buckets`),
 printed as tables, written to ``--json`` and drawn to ``--plot`` as the BLEU difference to the
 baseline per bucket (paper 001, Figure 2). Translations are plain text (one per line) or
-``fairseq-generate`` output (:mod:`fairseq_syntax.analysis.hypotheses`).
+``fairseq-generate`` output (:mod:`fairseq_syntax.analysis.hypotheses`). With ``--ribes``, also
+RIBES (Isozaki et al. 2010; paper 004, section 4.4) per system, x 100: NLTK's, alpha 0.25,
+beta 0.10, on the words BLEU counts (sacreBLEU's 13a tokens), a corpus score without a paired
+test (:mod:`fairseq_syntax.scoring.ribes`).
 """
 
 import argparse
@@ -34,6 +37,8 @@ from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_
 PROG = "fairseq-syntax-evaluate"
 #: an upper bound for --bootstrap-samples (memory grows with samples x sentences)
 MAX_SAMPLES = 100_000
+#: the score's name in tables and JSON (``--ribes``)
+RIBES = "RIBES"
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -47,6 +52,9 @@ def get_parser() -> argparse.ArgumentParser:
                         "(default: the data-bin's target language, else en)")
     p.add_argument("--no-detokenize", action="store_true",
                    help="take fairseq-generate output as it is (only BPE joints are removed)")
+    p.add_argument("--ribes", action="store_true",
+                   help="also RIBES x 100 per system (Isozaki et al. 2010, paper 004's metric; NLTK's, alpha 0.25, "
+                        "beta 0.10) on the words BLEU counts (sacreBLEU's 13a tokens); a corpus score, no paired test")
     src = p.add_argument_group("source buckets")
     src.add_argument("--data-bin", default=None, help="data-bin whose parse of --split gives lengths and depths")
     src.add_argument("--split", default="test", help="split of --data-bin the translations are of (default: test)")
@@ -96,6 +104,7 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     alpha: float = 0.05,
     quiet: bool = True,
+    ribes: bool = False,
 ) -> Dict:
     """Everything the command reports, as one JSON-ready dict (``systems[0]`` is the baseline)."""
     n = len(references)
@@ -116,9 +125,13 @@ def evaluate(
         "paired_signatures": {m: signature(metric, samples, seed) for m, metric in metrics.items()},
         "systems": [],
     }
-    for name, path, _hyps in _progress(systems, "paired bootstrap", quiet):
+    if ribes:
+        report["signatures"][RIBES] = ribes_signature()
+    for name, path, hyps in _progress(systems, "paired bootstrap", quiet):
         entry: Dict = {"name": name, "file": path,
                        "scores": {m: corpus_score(metrics[m], stats[name][m]) for m in metrics}}
+        if ribes:
+            entry["scores"][RIBES] = ribes_score(hyps, references)
         if name != baseline:
             entry["paired"] = {m: paired_bootstrap(m, stats[baseline][m], stats[name][m], samples, seed).as_dict()
                                for m in metrics}
@@ -150,14 +163,31 @@ def evaluate(
     return report
 
 
+def ribes_signature() -> str:
+    import nltk
+
+    from fairseq_syntax.scoring.ribes import ALPHA, BETA
+
+    return f"nltk:{nltk.__version__}|alpha:{ALPHA}|beta:{BETA}|tok:13a|x100|no paired test"
+
+
+def ribes_score(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus RIBES x 100 on sacreBLEU's 13a tokens (the words BLEU counts)."""
+    from fairseq_syntax.scoring.ribes import corpus_ribes
+
+    tokenize = make_metric("BLEU").tokenizer
+    return 100.0 * corpus_ribes([tokenize(r).split() for r in references], [tokenize(h).split() for h in hypotheses])
+
+
 def format_tables(report: Dict) -> str:
     """The report as plain-text tables."""
     lines = []
     metric_names = list(METRICS)
-    head = ["system"] + metric_names + [f"{m} diff (p, 95% CI)" for m in metric_names]
+    extra = [RIBES] if report["systems"] and RIBES in report["systems"][0]["scores"] else []
+    head = ["system"] + metric_names + extra + [f"{m} diff (p, 95% CI)" for m in metric_names]
     rows = []
     for s in report["systems"]:
-        row = [s["name"]] + [f"{s['scores'][m]:.2f}" for m in metric_names]
+        row = [s["name"]] + [f"{s['scores'][m]:.2f}" for m in metric_names + extra]
         if "paired" not in s:
             row += ["(baseline)"] * len(metric_names)
         else:
@@ -170,6 +200,8 @@ def format_tables(report: Dict) -> str:
     lines.append(f"* p < {report['alpha']} (paired bootstrap, sacreBLEU); a zero difference is reported as p = 1")
     for m, sig in report["paired_signatures"].items():
         lines.append(f"{m}: {sig}")
+    if extra:
+        lines.append(f"{RIBES}: {report['signatures'][RIBES]}")
     for key, b in report.get("buckets", {}).items():
         lines.append("")
         lines.append(f"BLEU by {b['title']} ({report['source']})")
@@ -239,6 +271,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--json and --plot name the same file")
     if args.data_bin and args.source:
         parser.error("give --data-bin or --source, not both")
+    if args.ribes:
+        from fairseq_syntax.scoring.ribes import check_nltk
+
+        check_nltk()  # an NLTK too old for RIBES: said before any work
     if args.source_lang and not args.target_lang:
         parser.error("--source-lang needs --target-lang (or give neither: the data-bin's syntax.json names them)")
     specs = [named_file(args.baseline)] + [named_file(s) for s in args.system]
@@ -272,7 +308,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         profile = bk.profile_from_text(read_lines(args.source, "source file"), args.source)
     systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize)) for n, p in specs]
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
-                      args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet)
+                      args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     report["reference"] = args.reference
     stats = report.pop("_statistics")
     print(format_tables(report))

@@ -13,9 +13,11 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
+from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
     LABEL,
     METADATA_FILE,
@@ -76,6 +78,18 @@ class SyntaxTranslationConfig(TranslationConfig):
             "help": "raw text gets phrase structures converted from its dependency parse: refuse (instead of "
             "warning) when the data-bin's were imported brackets (--constituency-parse)"
         },
+    )
+    length_prior: bool = field(
+        default=False,
+        metadata={
+            "help": "decode with paper 004's length prior (section 4.3): a finished hypothesis scores "
+            "S(y) + W * log p(len(y) | len(x)), p counted on the data-bin's train split in BPE pieces without </s> "
+            "(length_prior.SRC-TGT.json, add-one smoothed), lengths capped at max(100, longest train target); "
+            "S(y) = log p(y|x) with --unnormalized (the paper's search), else fairseq's score / len ** lenpen"
+        },
+    )
+    length_prior_weight: float = field(
+        default=1.0, metadata={"help": "W of --length-prior (the paper: 1; 0: fairseq's beam search)"}
     )
 
 
@@ -252,6 +266,22 @@ class SyntaxTranslationTask(TranslationTask):
             self.syntax_requested.update(wanted)
 
     # ------------------------------------------------------------- inference
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
+                        prefix_allowed_tokens_fn=None):
+        """fairseq's; with ``--length-prior``, paper 004's beam search (:mod:`fairseq_syntax.sequence_generator`).
+
+        The table is the data-bin's (first data path), of the train split, whatever split is decoded.
+        """
+        if getattr(self.cfg, "length_prior", False) and not getattr(args, "score_reference", False):
+            prior = load_length_prior(utils.split_paths(self.cfg.data)[0], self.cfg.source_lang, self.cfg.target_lang)
+            seq_gen_cls, extra_gen_cls_kwargs = length_prior_generator(
+                prior, getattr(self.cfg, "length_prior_weight", 1.0), args, seq_gen_cls, extra_gen_cls_kwargs
+            )
+        return super().build_generator(
+            models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+            prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
+        )
+
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
         """fairseq's, keeping each line's encoded text so that its parse comes from the text.
 
