@@ -61,10 +61,7 @@ def test_a_damaged_result_is_named(tmp_path):
         rs.load_results([str(tmp_path)])
 
 
-@pytest.mark.slow
-def test_recipe_run_writes_a_result_and_the_table(tmp_path):
-    """examples/dep_rel/multi30k.sh end to end on the embedded sample (tiny model, a few updates)."""
-    tool("fairseq-syntax-report")
+def _sample_multi30k(tmp_path):
     data = tmp_path / "m30k"
     data.mkdir()
     for ours, theirs in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
@@ -72,16 +69,30 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
             with open(os.path.join(SAMPLE, f"{ours}.{lang}"), encoding="utf-8") as handle:
                 lines = handle.readlines()[:200]
             (data / f"{theirs}.{lang}").write_text("".join(lines), encoding="utf-8")
-    results = tmp_path / "results"
-    env = dict(os.environ, PYTHONPATH="", ARCHS="transformer transformer_rel", SEEDS="1", MAX_UPDATE="6",
-               PATIENCE="2", THREADS="1", WARMUP="2", RESULTS=str(results),
-               MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-                     "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-                     "--decoder-attention-heads 2 --share-all-embeddings")
+    return data
+
+
+def _run_recipe(tmp_path, script, **env_vars):
+    data = _sample_multi30k(tmp_path)
+    env = dict(os.environ, PYTHONPATH="", SEEDS="1", MAX_UPDATE="6", PATIENCE="2", THREADS="1", WARMUP="2",
+               RESULTS=str(tmp_path / "results"), **env_vars)
     env["PATH"] = os.path.dirname(tool("fairseq-train")) + os.pathsep + env["PATH"]
-    cmd = ["bash", os.path.join(REPO, "examples", "dep_rel", "multi30k.sh"), str(data), str(tmp_path / "run")]
+    cmd = ["bash", os.path.join(REPO, "examples", *script), str(data), str(tmp_path / "run")]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    return data, cmd, env
+
+
+@pytest.mark.slow
+def test_recipe_run_writes_a_result_and_the_table(tmp_path):
+    """examples/dep_rel/multi30k.sh end to end on the embedded sample (tiny model, a few updates)."""
+    tool("fairseq-syntax-report")
+    data, cmd, env = _run_recipe(
+        tmp_path, ("dep_rel", "multi30k.sh"), ARCHS="transformer transformer_rel",
+        MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+              "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+              "--decoder-attention-heads 2 --share-all-embeddings")
+    results = tmp_path / "results"
     result = json.loads((results / "transformer_rel.seed1.json").read_text(encoding="utf-8"))
     assert result["model"] == "transformer_rel" and result["seed"] == 1 and result["updates"] <= 6
     test = result["tests"]["test_2016_flickr"]
@@ -93,6 +104,19 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
     # a second call skips the finished runs and rebuilds the same table
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "exists: skipped" in again.stdout
+
+
+@pytest.mark.slow
+def test_tree2seq_recipe_compares_against_fairseq_lstm(tmp_path):
+    """examples/tree2seq/multi30k.sh: tree2seq and its lstm baseline through the same protocol."""
+    tool("fairseq-syntax-report")
+    _run_recipe(tmp_path, ("tree2seq", "multi30k.sh"),
+                RNN_MODEL="--encoder-embed-dim 16 --encoder-hidden-size 16 --decoder-embed-dim 16 "
+                          "--decoder-hidden-size 16 --decoder-out-embed-dim 16 --share-all-embeddings")
+    results = tmp_path / "results"
+    assert {p.name for p in results.glob("*.json")} == {"lstm.seed1.json", "tree2seq.seed1.json"}
+    table = (results / "README.md").read_text(encoding="utf-8")
+    assert "| `tree2seq` | 1 |" in table and "vs `lstm`" in table and "`tree2seq` against `lstm`" in table
 
 
 def test_noise_plot_from_evaluations(tmp_path, capsys):

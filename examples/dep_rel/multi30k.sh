@@ -20,8 +20,12 @@
 # does), and otherwise starts again.
 #
 # FLAGS are added to every model's fairseq-train flags; TAG is appended to the run's name, so
-# variants do not overwrite runs. MODEL replaces the model flags (tests use a tiny one). THREADS: torch threads per run (two runs side by side on 2
-# cores: THREADS=1 each).
+# variants do not overwrite runs. MODEL replaces the Transformer models' flags (tests use a tiny
+# one), RNN_MODEL those of the recurrent ones (fairseq's lstm, paper 004's tree2seq: 1 layer,
+# 256 wide, input feeding). GEN_FLAGS are added to fairseq-generate (e.g. "--length-prior
+# --unnormalized"). BASELINE and COMPARE choose the table's reference and its head-to-head pair
+# (examples/tree2seq/multi30k.sh sets lstm and tree2seq:lstm). THREADS: torch threads per run
+# (two runs side by side on 2 cores: THREADS=1 each).
 #
 # MULTI30K_DIR holds train/val/test_* .en/.de(.gz) as distributed by the Multi30k repository
 # (default: ../shared/data/multi30k). Needs the package installed (scripts/setup.sh).
@@ -37,6 +41,9 @@ MAX_UPDATE=${MAX_UPDATE:-2000}
 PATIENCE=${PATIENCE:-5}
 THREADS=${THREADS:-2}
 RESULTS=${RESULTS:-examples/dep_rel/results/multi30k}
+BASELINE=${BASELINE:-transformer}
+COMPARE=${COMPARE:-transformer_dep_rel:transformer_rel}
+GEN_FLAGS=${GEN_FLAGS:-}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 if ! command -v fairseq-train >/dev/null && [ -f "$REPO/.venv/bin/activate" ]; then . "$REPO/.venv/bin/activate"; fi
 command -v fairseq-syntax-preprocess >/dev/null || { echo "install first: bash scripts/setup.sh" >&2; exit 1; }
@@ -72,6 +79,8 @@ done
 MODEL=${MODEL:-"--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
   --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 --encoder-attention-heads 4
   --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"}
+RNN_MODEL=${RNN_MODEL:-"--encoder-embed-dim 256 --encoder-hidden-size 256 --decoder-embed-dim 256
+  --decoder-hidden-size 256 --decoder-out-embed-dim 256 --share-all-embeddings --dropout 0.3"}
 for SEED in $SEEDS; do
 for arch in $ARCHS; do
   run="$arch$TAG.seed$SEED"
@@ -80,13 +89,17 @@ for arch in $ARCHS; do
   ckpt="$OUT/checkpoints/$run"
   CRITERION=label_smoothed_cross_entropy
   EXTRA=""
+  ARCH_MODEL=$MODEL
+  case "$arch" in
+    lstm*|tree2seq*) ARCH_MODEL=$RNN_MODEL ;;
+  esac
   case "$arch" in
     transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd ;;
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
   started=$(date +%s)
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
-      --arch "$arch" $MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
+      --arch "$arch" $ARCH_MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
       --criterion "$CRITERION" $EXTRA $FLAGS --label-smoothing 0.1 --weight-decay 0.0001 \
       --max-tokens 4096 --max-update "$MAX_UPDATE" --patience "$PATIENCE" --seed "$SEED" --num-workers 0 \
@@ -97,7 +110,7 @@ for arch in $ARCHS; do
     t=${TESTS[$i]}; split=test; [ "$i" -gt 0 ] && split="test$i"
     OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --path "$ckpt/checkpoint_best.pt" --gen-subset "$split" --beam 5 --batch-size 128 \
-      --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$OUT/generate.$run.$t.txt"
+      --remove-bpe --tokenizer moses --source-lang en --target-lang de $GEN_FLAGS > "$OUT/generate.$run.$t.txt"
     fairseq-syntax-evaluate --reference "$OUT/raw/$t.de" --baseline "$run=$OUT/generate.$run.$t.txt" \
       --target-lang de --data-bin "$OUT/data-bin" --split "$split" --statistics --quiet \
       --json "$OUT/eval.$run.$t.json" > "$OUT/eval.$run.$t.txt"
@@ -107,10 +120,10 @@ for arch in $ARCHS; do
   device="cpu, $THREADS thread(s), $(nproc) cores"
   command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
-    --flags "$MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
+    --flags "$ARCH_MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
     --save-dir "$ckpt" --max-update "$MAX_UPDATE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --repo "$REPO"
 done
 done
 
-fairseq-syntax-report table "$RESULTS" --baseline transformer --compare transformer_dep_rel:transformer_rel \
+fairseq-syntax-report table "$RESULTS" --baseline "$BASELINE" --compare "$COMPARE" \
   --markdown "$RESULTS/README.md"
