@@ -215,3 +215,20 @@ def test_the_model_class_is_ours_for_the_task():
     assert _is_syntax_model(argparse.Namespace(arch="tree2seq")) and not _is_syntax_model(argparse.Namespace(arch="lstm"))
     assert Tree2SeqModel.syntax_inputs is not None
     assert Tree2SeqEncoder is not None
+
+
+def test_dot_attention_equals_fairseq_s_attention_layer_without_its_projection():
+    from fairseq.models.lstm import AttentionLayer
+
+    from fairseq_syntax.models.tree2seq.model import DotAttention
+
+    torch.manual_seed(6)
+    ours = DotAttention(8)
+    reference = AttentionLayer(8, 8, 8)
+    reference.input_proj = torch.nn.Identity()
+    reference.output_proj = ours.output_proj
+    query, memory = torch.randn(3, 8), torch.randn(5, 3, 8)
+    padding = torch.tensor([[False] * 3] * 4 + [[True, False, True]])
+    x, weights = ours(query, memory, padding)
+    x_ref, weights_ref = reference(query, memory, padding)
+    assert torch.allclose(x, x_ref, atol=1e-6) and torch.allclose(weights, weights_ref, atol=1e-6)

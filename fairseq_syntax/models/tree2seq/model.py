@@ -16,6 +16,7 @@ from typing import Dict, Optional, Set
 
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 from fairseq.models.lstm import AttentionLayer, Embedding, Linear, LSTMDecoder
+import torch
 from torch import Tensor, nn
 
 from fairseq_syntax_core.errors import UsageError
@@ -24,12 +25,28 @@ from .encoder import PHRASE, Tree2SeqEncoder, set_forget_bias
 
 
 class DotAttention(AttentionLayer):
-    """fairseq's attention layer with paper 004's dot-product score (no input projection) and a biased output layer."""
+    """fairseq's attention layer with paper 004's dot-product score (no input projection) and a biased output layer.
+
+    The scores and the context are batched matrix products: fairseq's layer multiplies the
+    ``(S, B, d)`` memory by the weights elementwise at every target step, which keeps an
+    ``S x B x d`` product per step for the backward pass, and tree2seq's memory is twice as
+    long (words and phrases). Same values (``tests/test_tree2seq.py``).
+    """
 
     def __init__(self, dim: int) -> None:
         super().__init__(dim, dim, dim, bias=False)
         self.input_proj = nn.Identity()
         self.output_proj = Linear(2 * dim, dim, bias=True)
+
+    def forward(self, input: Tensor, source_hids: Tensor, encoder_padding_mask: Optional[Tensor]):
+        memory = source_hids.transpose(0, 1)  # (B, S, d)
+        scores = torch.bmm(memory, input.unsqueeze(2)).squeeze(2)  # (B, S): h_i . s_j
+        if encoder_padding_mask is not None:
+            scores = scores.float().masked_fill(encoder_padding_mask.t(), float("-inf")).type_as(scores)
+        weights = torch.softmax(scores, dim=1)
+        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)  # d_j
+        x = torch.tanh(self.output_proj(torch.cat((context, input), dim=1)))
+        return x, weights.t()  # (S, B), as fairseq's layer returns them
 
 
 @register_model("tree2seq")
