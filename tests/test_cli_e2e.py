@@ -13,21 +13,21 @@ from .conftest import CLI_TINY, SAMPLE, call, spacy_model, tool, train
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
 
-def generate(work, checkpoint):
+def generate(work, checkpoint, *extra):
     result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
                    "syntax_translation", "--path", checkpoint, "--gen-subset", "test", "--beam", "3",
-                   "--batch-size", "16", "--remove-bpe", "--max-len-b", "20"], cwd=work)
+                   "--batch-size", "16", "--remove-bpe", "--max-len-b", "20", *extra], cwd=work)
     hypotheses = [line for line in result.stdout.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == 40, result.stdout[-2000:]  # every test sentence, none dropped
     return result
 
 
-def interactive(work, checkpoint):
+def interactive(work, checkpoint, *extra):
     text = "A man is riding a bike down the street.\nTwo dogs play in the snow. A child watches them.\n"
     result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
                    "syntax_translation", "--path", checkpoint, "--source-lang", "en", "--target-lang", "de",
                    "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes",
-                   "--beam", "2", "--max-len-b", "20"], cwd=work, stdin=text)
+                   "--beam", "2", "--max-len-b", "20", *extra], cwd=work, stdin=text)
     assert len([l for l in result.stdout.splitlines() if l.startswith("H-")]) == 2, result.stdout[-2000:]
 
 
@@ -121,7 +121,15 @@ def test_tree2seq_trains_generates_and_translates_raw_text(outside):
     spacy_model()
     checkpoint = _train_recurrent(outside, "tree2seq", "ckpt_tree2seq")
     generate(outside, checkpoint)
+    # the paper's search and metric: the length prior of the data-bin, RIBES
+    result = generate(outside, checkpoint, "--length-prior", "--unnormalized", "--scoring", "ribes")
+    assert "RIBES = " in result.stdout + result.stderr
     interactive(outside, checkpoint)  # phrase structures converted from the online parse
+    interactive(outside, checkpoint, "--length-prior", "--unnormalized")
+    # paper 004's training objective: BlackOut (sec. 3.4), full softmax at decoding
+    sampled = _train_recurrent(outside, "tree2seq", "ckpt_tree2seq_blackout", "--criterion", "blackout",
+                               "--blackout-samples", "20")
+    generate(outside, sampled)
 
 
 def test_fairseq_lstm_baseline_of_tree2seq_on_the_same_data_bin(outside):
