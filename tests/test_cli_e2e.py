@@ -243,3 +243,21 @@ def test_raw_text_with_another_data_bin_warns_naming_both(sample_model, tmp_path
     assert "projection: trained with first, now chain" in result.stderr
     assert "bpe_codes_sha256: trained with " in result.stderr
     assert "H-0" in result.stdout  # a warning, not a refusal
+
+
+def test_tree2seq_trains_on_imported_brackets(tmp_path):
+    """The other constituency source: PTB brackets imported by the pipeline (--constituency-parse ptb)."""
+    from .conftest import parsed_bin
+    from .test_phrase_structure import HEADS, PTB, SRC, TGT, _conllu
+
+    splits = {"train": (SRC * 4, TGT * 4, _conllu(SRC * 4, HEADS * 4), PTB * 4),
+              "valid": (SRC, TGT, _conllu(SRC, HEADS), PTB)}
+    parsed_bin(tmp_path, splits, bpe_symbols=20, extra=["--constituency-parse", "ptb"])
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(tmp_path / "bin", work / "data-bin")
+    checkpoint = _train_recurrent(work, "tree2seq", "ckpt", "--criterion", "blackout", "--blackout-samples", "5")
+    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", checkpoint, "--gen-subset", "valid", "--beam", "2",
+                   "--max-len-b", "10", "--scoring", "ribes"], cwd=work)
+    assert len([line for line in result.stdout.splitlines() if line.startswith("H-")]) == 3
