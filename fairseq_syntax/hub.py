@@ -4,7 +4,7 @@
 dictionary ids) and hand the task only the ids. :class:`SyntaxHubInterface` also keeps the
 tokenized, BPE-segmented text of every sentence it encodes, so that the task parses exactly
 what ``fairseq-syntax-preprocess`` would have parsed (see
-:mod:`fairseq_syntax.data.online_parser`). ``SyntaxTransformerModel.from_pretrained`` returns it.
+:mod:`fairseq_syntax.data.online_parser`). ``SyntaxTransformerModel.from_pretrained`` and ``Tree2SeqModel.from_pretrained`` return it.
 Calling ``generate`` with ids you encoded yourself skips that: those rows are parsed from
 words rebuilt from the ids, with a warning.
 """
@@ -23,3 +23,13 @@ class SyntaxHubInterface(GeneratorHubInterface):
         if remember is not None:
             remember(ids, text)
         return ids
+
+
+def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+    """fairseq's hub loader for ``model_class``, returning a :class:`SyntaxHubInterface`."""
+    from fairseq import hub_utils
+
+    x = hub_utils.from_pretrained(
+        model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_class.hub_models(), **kwargs
+    )
+    return SyntaxHubInterface(x["args"], x["task"], x["models"])

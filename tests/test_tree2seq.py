@@ -232,3 +232,4 @@ def test_dot_attention_equals_fairseq_s_attention_layer_without_its_projection()
     x, weights = ours(query, memory, padding)
     x_ref, weights_ref = reference(query, memory, padding)
     assert torch.allclose(x, x_ref, atol=1e-6) and torch.allclose(weights, weights_ref, atol=1e-6)
+

@@ -114,6 +114,13 @@ class Tree2SeqModel(FairseqEncoderDecoderModel):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, src_syntax=src_syntax)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out)
 
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loader, returning a hub interface that parses the user's own text."""
+        from fairseq_syntax.hub import load_hub
+
+        return load_hub(cls, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
     def syntax_inputs(self) -> Set[str]:
         """The batch entries the task must provide (``src_syntax``): the phrase structure."""
         return {PHRASE}
