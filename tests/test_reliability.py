@@ -122,6 +122,13 @@ def _big_corpus(tmp_path, copies=12):
     return tmp_path / "train"
 
 
+def _as_from_a_terminal():
+    """Default SIGINT/SIGHUP in the child: a suite run under nohup or as a background job ignores
+    them, and the pipeline deliberately keeps ignored signals ignored (preprocess/interrupts.py)."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _start_preprocess(tmp_path):
     model = spacy_model()
     tool = os.path.join(os.path.dirname(sys.executable), "fairseq-syntax-preprocess")
@@ -131,7 +138,7 @@ def _start_preprocess(tmp_path):
     process = subprocess.Popen(
         [tool, "-s", "en", "-t", "de", "--trainpref", str(prefix), "--destdir", str(tmp_path / "bin"),
          "--parser", model, "--bpe-symbols", "200", "--workers", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal,
     )
     deadline = time.time() + 300
     while not [n for n in os.listdir(tmp_path) if n.startswith(".bin.tmp-")]:  # the work has started
