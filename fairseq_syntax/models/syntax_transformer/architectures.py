@@ -2,7 +2,8 @@
 
 Each row is ``(name, sizes, docstring, options)``. The architecture function fills every
 syntax option the command line left unset, first from ``options``, then from
-:class:`~.config.SyntaxModelConfig`'s defaults (:func:`~.config.fill_unset`), then the sizes.
+:class:`~.config.SyntaxModelConfig`'s defaults (:func:`~.config.fill_unset`), then the sizes,
+and checks them all (:func:`~.config.check_model_sizes`).
 
 Sizes and dropout, and where they come from:
 
@@ -21,7 +22,7 @@ from fairseq.models import register_model_architecture
 from fairseq.models.transformer import base_architecture, transformer_iwslt_de_en
 from fairseq.utils import safe_getattr
 
-from .config import duan_attention_heads, fill_unset
+from .config import check_model_sizes, duan_attention_heads, fill_unset
 from .encoder import encoder_model_dim
 
 __all__ = ["PRESETS", "syntax_base_architecture"]
@@ -133,6 +134,7 @@ def _architecture(name: str, sizes: Callable[[Any], None], doc: str, options: Di
     def architecture(args) -> None:
         fill_unset(args, options)
         sizes(args)
+        check_model_sizes(args, encoder_model_dim(args))  # while fairseq parses: before any data is read
 
     architecture.__name__ = architecture.__qualname__ = name
     architecture.__doc__ = doc
@@ -144,6 +146,7 @@ def syntax_base_architecture(args) -> None:
     """Transformer_abs of paper 000: fairseq's base Transformer, every syntax component off."""
     fill_unset(args, {})
     base_architecture(args)
+    check_model_sizes(args, encoder_model_dim(args))
 
 
 for _name, _sizes, _doc, _options in PRESETS:

@@ -8,12 +8,18 @@ does): an option left off the command line stays unset, and the architecture
 
 Boolean options are switch pairs in fairseq's style, ``--nsd-predict`` / ``--no-nsd-predict``;
 ``--nsd-predict false`` (a value, the 0.1 spelling) still works. Options renamed since 0.1
-keep their old spelling as an alias (:data:`RENAMED_FLAGS`), and checkpoints that store the
-old names are upgraded on load (:func:`upgrade_args`), so no renamed option falls back to
-its default unnoticed.
+keep their old spelling as an alias (:data:`RENAMED_FLAGS`; old and new spelling given with
+different values are refused), and checkpoints that store the old names are upgraded on load
+(:func:`upgrade_args`), so no renamed option falls back to its default unnoticed.
+
+Every value is checked at start-up, while fairseq parses the command line (the architecture
+function): :meth:`SyntaxModelConfig.validate` for each option and their contradictions,
+:func:`check_model_sizes` for what depends on the sizes. A bad value is a
+:class:`ModelOptionError` naming the flag and what it expects, printed as one line.
 """
 
 import argparse
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Optional, Tuple
 
@@ -21,9 +27,11 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.syntax_embedding import parse_feature_list
 
 __all__ = [
+    "ModelOptionError",
     "SyntaxModelConfig",
     "RENAMED_FLAGS",
     "add_syntax_args",
@@ -33,7 +41,17 @@ __all__ = [
     "parse_layer_list",
     "parse_name_list",
     "duan_attention_heads",
+    "check_model_sizes",
 ]
+
+
+class ModelOptionError(UsageError, ValueError):
+    """A model option that cannot be built (unknown feature, layer out of range, heads that do not divide).
+
+    A :class:`~fairseq_syntax_core.errors.UsageError`: the commands print it as one line,
+    ``PROG: error: MESSAGE``, without a traceback.
+    """
+
 
 #: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al., paper 003 Table I)
 FEATURE_KEYS: Dict[str, str] = {"pos": "pos", "label": "labels", "head": "heads"}
@@ -47,6 +65,37 @@ NSD_INPUT_MODES = ("none", "concat", "add", "linear")
 PASCAL_SUBWORD_PARENTS = ("mean", "first", "tree")
 PASCAL_EOS_PARENTS = ("self", "last-root")
 STRUCTURAL_DISTANCES = ("depth-sum", "tree-path")
+#: clipping distances of relative positions (Shaw-style tables): >= 0, 0 turns them off
+CLIP_OPTIONS = ("rel_seq_k", "rel_dep_l", "decoder_rel_seq_k", "structural_k")
+#: sizes and counts that must be >= 1 whether or not their component is on
+POSITIVE_INT_OPTIONS = ("syntax_feature_dim", "nsd_embed_dim", "nsd_max_distance", "gps_label_dim", "gps_path_dim",
+                        "pascal_heads")
+_FLOAT32_MAX = 3.4028234663852886e38  # the encodings are computed in float32
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _to_int(value: Any, flag: str) -> int:
+    """An integer option's value; ``2.5`` or ``"two"`` raise :class:`ModelOptionError` (no silent truncation)."""
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ModelOptionError(f"{flag}: expected an integer, got {value!r}")
+
+
+def _to_float(value: Any, flag: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ModelOptionError(f"{flag}: expected a number, got {value!r}") from None
 
 
 def _opt(default: Any, help: str, choices: Optional[Tuple[str, ...]] = None, metavar: Optional[str] = None):
@@ -134,7 +183,12 @@ class SyntaxModelConfig(FairseqDataclass):
 
     @classmethod
     def from_args(cls, args: Any) -> "SyntaxModelConfig":
-        """A typed, validated copy of the syntax options in ``args`` (Namespace or config); unset -> default."""
+        """A typed, validated copy of the syntax options in ``args`` (Namespace or config); unset -> default.
+
+        A value of the wrong type, out of its range, or contradicting another option raises
+        :class:`ModelOptionError` naming the flag and what it expects (:meth:`validate`); the
+        checks that need the model's sizes are :func:`check_model_sizes`.
+        """
         values = {}
         for f in fields(cls):
             value = safe_getattr(args, f.name, None)
@@ -143,16 +197,66 @@ class SyntaxModelConfig(FairseqDataclass):
         for f in fields(cls):
             value = getattr(cfg, f.name)
             choices = f.metadata.get("choices")
-            flag = "--" + f.name.replace("_", "-")
+            flag = _flag(f.name)
             if f.type is bool or f.type == "bool":
-                setattr(cfg, f.name, parse_bool(value))
+                try:
+                    setattr(cfg, f.name, parse_bool(value))
+                except argparse.ArgumentTypeError as error:
+                    raise ModelOptionError(f"{flag}: {error}") from None
             elif f.type in (int, "int"):
-                setattr(cfg, f.name, int(value))
+                setattr(cfg, f.name, _to_int(value, flag))
             elif f.type in (float, "float"):
-                setattr(cfg, f.name, float(value))
+                setattr(cfg, f.name, _to_float(value, flag))
             if choices is not None and getattr(cfg, f.name) not in choices:
-                raise ValueError(f"{flag} must be one of {list(choices)}, got {value!r}")
+                raise ModelOptionError(f"{flag} must be one of {list(choices)}, got {value!r}")
+        cfg.validate()
         return cfg
+
+    def validate(self) -> None:
+        """Refuse values no model can use, and options that contradict each other.
+
+        A value that would be silently ignored (a negative clip, a negative lambda), build a
+        model without the component asked for (keys and values both off), or give NaN in
+        forward (a non-finite or non-positive constant) is refused here, at start-up.
+        """
+        for name in CLIP_OPTIONS:
+            value = getattr(self, name)
+            if value < 0:
+                raise ModelOptionError(f"{_flag(name)} {value}: expected a clipping distance >= 0 (0 turns it off)")
+        relative = [f"{_flag(n)} {getattr(self, n)}" for n in CLIP_OPTIONS if getattr(self, n) > 0]
+        if relative and not self.rel_keys and not self.rel_values:
+            raise ModelOptionError(
+                f"--no-rel-keys with --no-rel-values leaves the relative positions ({', '.join(relative)}) "
+                "nothing to add (paper 000 Table 3 drops one of the two): keep the keys or the values, "
+                "or turn the relative positions off with a clipping distance of 0"
+            )
+        for name in POSITIVE_INT_OPTIONS:
+            value = getattr(self, name)
+            if value < 1:
+                raise ModelOptionError(f"{_flag(name)} {value}: expected a positive integer")
+        for name in ("spe_head_constant", "spe_depth_constant"):
+            value = getattr(self, name)
+            if not 0 < value <= _FLOAT32_MAX:  # NaN fails too
+                paper = {"spe_head_constant": 2000, "spe_depth_constant": 400}[name]
+                raise ModelOptionError(
+                    f"{_flag(name)} {value}: expected a finite number > 0 (c_f of paper 003 eq. 5; the paper: {paper})"
+                )
+        if not (self.nsd_spe_lambda == 0 or 1 < self.nsd_spe_lambda < math.inf):
+            raise ModelOptionError(
+                f"--nsd-spe-lambda {self.nsd_spe_lambda}: expected 0 (off) or a finite period > 1 "
+                "(paper 002 eqs. 15-16; the paper's best: 40)"
+            )
+        if not 0 < self.pascal_variance < math.inf:
+            raise ModelOptionError(
+                f"--pascal-variance {self.pascal_variance}: expected a finite variance > 0 (paper: 1)"
+            )
+        if not 0 <= self.pascal_parent_ignoring < 1:
+            raise ModelOptionError(
+                f"--pascal-parent-ignoring {self.pascal_parent_ignoring}: expected a probability in [0, 1)"
+            )
+        _ = (self.feature_names, self.spe_names)  # unknown, repeated or empty names raise
+        parse_layer_list(self.gps_layers, None, "--gps-layers")
+        parse_layer_list(self.pascal_layers, None, "--pascal-layers")
 
     # derived views used by several components
     @property
@@ -195,38 +299,99 @@ def parse_bool(value: Any) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
 
 
+#: the 0.1 flags' spelling today, for messages
+_NEW_SPELLING = {"--rel-no-keys": "--no-rel-keys", "--rel-no-values": "--no-rel-values",
+                 "--spe-parent-constant": "--spe-head-constant"}
+#: namespace attribute where the parser notes who set an option that has a 0.1 spelling (removed by fill_unset)
+_GIVEN = "_syntax_renamed_options_given"
+
+
+class _RenamedOptionStore(argparse.Action):
+    """argparse's ``store`` (or, with ``fixed``, ``store_const``) for an option that has a 0.1 spelling.
+
+    The old and the new spelling set one option: given both with different values
+    (``--rel-no-keys --rel-keys``, ``--spe-parent-constant 100 --spe-head-constant 300``),
+    argparse would let the last one win unnoticed; the command line is refused instead.
+    """
+
+    def __init__(self, option_strings, dest, fixed: Any = None, old: bool = False, **kwargs) -> None:
+        if fixed is not None:
+            kwargs["nargs"] = 0
+        super().__init__(option_strings, dest, **kwargs)
+        self.fixed = fixed
+        self.old = old
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        value = self.fixed if self.fixed is not None else values
+        given = dict(getattr(namespace, _GIVEN, None) or {})
+        seen = given.get(self.dest, [])
+        clash = next((s for s in seen if s[1] != self.old and s[2] != value), None)
+        if clash is not None:
+            old_flag = option_string if self.old else clash[0]
+            parser.error(
+                f"argument {option_string}: contradicts {clash[0]} ({old_flag} is 0.1's spelling of "
+                f"{_NEW_SPELLING.get(old_flag, old_flag)}): give one of them"
+            )
+        given[self.dest] = seen + [(option_string, self.old, value)]
+        setattr(namespace, _GIVEN, given)
+        setattr(namespace, self.dest, value)
+
+
 def add_syntax_args(parser) -> None:
     """The options of :class:`SyntaxModelConfig`, with no defaults (the architecture fills them).
 
     Booleans: ``--x`` (optionally ``--x true|false``) and ``--no-x``; added first, so that
     ``gen_parser_from_dataclass`` (which skips options already present) adds the rest.
+    An option renamed since 0.1 keeps its old flag (hidden); old and new flag given with
+    different values are refused (:class:`_RenamedOptionStore`).
     """
+    renamed = {dest for dest, _ in RENAMED_FLAGS.values()}
     for f in fields(SyntaxModelConfig):
+        flag = _flag(f.name)
         if f.type is not bool and f.type != "bool":
+            if f.name in renamed:
+                parser.add_argument(flag, dest=f.name, action=_RenamedOptionStore, type=float, default=None,
+                                    metavar=f.metadata.get("metavar"), help=f.metadata["help"])
             continue
-        flag = "--" + f.name.replace("_", "-")
+        if f.name in renamed:
+            parser.add_argument(flag, dest=f.name, action=_RenamedOptionStore, nargs="?", const=True,
+                                type=parse_bool, metavar="BOOL", default=argparse.SUPPRESS, help=f.metadata["help"])
+            parser.add_argument("--no-" + flag[2:], dest=f.name, action=_RenamedOptionStore, fixed=False,
+                                default=argparse.SUPPRESS, help=f"turn {flag} off")
+            continue
         parser.add_argument(flag, dest=f.name, nargs="?", const=True, type=parse_bool, metavar="BOOL",
                             default=argparse.SUPPRESS, help=f.metadata["help"])
         parser.add_argument("--no-" + flag[2:], dest=f.name, action="store_false", default=argparse.SUPPRESS,
                             help=f"turn {flag} off")
     for old, (dest, const) in RENAMED_FLAGS.items():
         if const is None:
-            parser.add_argument(old, dest=dest, type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            parser.add_argument(old, dest=dest, action=_RenamedOptionStore, old=True, type=float,
+                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         else:
-            parser.add_argument(old, dest=dest, action="store_const", const=const, default=argparse.SUPPRESS,
-                                help=argparse.SUPPRESS)
+            parser.add_argument(old, dest=dest, action=_RenamedOptionStore, old=True, fixed=const,
+                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     gen_parser_from_dataclass(parser, SyntaxModelConfig(), delete_default=True)
 
 
 def fill_unset(args: Any, preset: Dict[str, Any]) -> None:
-    """Set every syntax option the command line left unset: from ``preset``, else the dataclass default."""
+    """Set every syntax option the command line left unset: from ``preset``, else the dataclass default.
+
+    Then checks the values (:meth:`SyntaxModelConfig.from_args`): the architecture function runs
+    while fairseq parses the command line, so a bad value stops the command before any work.
+    """
     upgrade_args(args)
+    if safe_getattr(args, _GIVEN, None) is not None:
+        try:
+            delattr(args, _GIVEN)  # the parser's note (not an option): never stored in a checkpoint
+        except (AttributeError, KeyError, TypeError, ValueError):
+            pass
     unknown = set(preset) - {f.name for f in fields(SyntaxModelConfig)}
     if unknown:
         raise KeyError(f"preset names unknown options {sorted(unknown)}")
     for f in fields(SyntaxModelConfig):
         if safe_getattr(args, f.name, None) is None:
             setattr(args, f.name, preset.get(f.name, f.default))
+    SyntaxModelConfig.from_args(args)
 
 
 def upgrade_args(args: Any) -> None:
@@ -254,7 +419,39 @@ def upgrade_args(args: Any) -> None:
     for name in ("syntax_features", "spe_features"):
         value = safe_getattr(args, name, None)
         if isinstance(value, str):
-            setattr(args, name, _rename_names(value))
+            setattr(args, name, _rename_names(value) or "none")  # 0.1 took "" for none
+    _respell_0_1_values(args)
+
+
+def _respell_0_1_values(args: Any) -> None:
+    """Values 0.1 accepted that the checks now refuse on a command line, spelled as today: the same model.
+
+    0.1 turned a component off with a clipping distance or NSD lambda <= 0, and with keys and
+    values both off its relative tables had no rows (no parameters, no effect); it took ``""``
+    for ``none`` and ignored a repeated layer.
+    """
+    def get(name):
+        return safe_getattr(args, name, None)
+
+    both_off = get("rel_keys") is not None and get("rel_values") is not None \
+        and not parse_bool(get("rel_keys")) and not parse_bool(get("rel_values"))
+    for name in CLIP_OPTIONS:
+        value = get(name)
+        if value is not None and (int(value) < 0 or (both_off and int(value) > 0)):
+            setattr(args, name, 0)
+    lam = get("nsd_spe_lambda")
+    if lam is not None and not float(lam) > 0:  # NaN too
+        setattr(args, "nsd_spe_lambda", 0.0)
+    for name in ("gps_layers", "pascal_layers"):
+        value = get(name)
+        if not isinstance(value, str) or value.strip().lower() in ("none", "-1", "all"):
+            continue
+        items = [t for t in value.replace(" ", "").split(",") if t]
+        try:
+            layers = sorted(set(int(t) for t in items))
+        except ValueError:
+            continue  # refused with its flag by the checks
+        setattr(args, name, ",".join(map(str, layers)) if layers else "none")
 
 
 def _rename_names(value: str) -> str:
@@ -264,37 +461,139 @@ def _rename_names(value: str) -> str:
 def parse_name_list(value: Any, allowed: Tuple[str, ...], flag: str) -> Tuple[str, ...]:
     """``"pos,label"`` -> ``("pos", "label")`` in the canonical order of ``allowed``; 0.1's ``parent`` is ``head``.
 
-    ``None``, ``""`` and ``"none"`` give ``()``; unknown or repeated names raise ``ValueError``
-    naming ``flag`` (:func:`~fairseq_syntax.modules.syntax_embedding.parse_feature_list`).
+    ``None`` and ``"none"`` give ``()``; an empty list (``""``, ``","``: an unset shell
+    variable, not a choice), unknown or repeated names raise :class:`ModelOptionError` naming
+    ``flag``.
     """
     if value is None:
         return ()
     items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-    names = [FEATURE_ALIASES.get(v.strip(), v.strip()) for v in items if v.strip()]
-    return parse_feature_list(",".join(names), allowed, flag)
+    given = [v.strip() for v in items if v.strip()]
+    if not given and not isinstance(value, str):
+        return ()  # an empty list set by code
+    if not given:
+        raise ModelOptionError(f"{flag} {value!r}: expected a comma-separated subset of {','.join(allowed)}, "
+                               "or 'none' to turn it off")
+    names = [FEATURE_ALIASES.get(v, v) for v in given]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        aliases = [f"0.1's {old!r} is {new!r}" for old, new in FEATURE_ALIASES.items() if old in given]
+        raise ModelOptionError(f"{flag} {value!r}: {', '.join(map(repr, repeated))} listed twice"
+                               + (f" ({'; '.join(aliases)})" if aliases else "") + "; give each feature once")
+    if "none" in names and len(names) > 1:
+        raise ModelOptionError(f"{flag} {value!r}: 'none' turns the features off; it cannot be combined with others")
+    try:
+        return parse_feature_list(",".join(names), allowed, flag)
+    except ValueError as error:
+        raise ModelOptionError(str(error)) from None
 
 
-def parse_layer_list(value: Any, num_layers: int, flag: str) -> Tuple[int, ...]:
-    """``"0,2"``, ``"all"``, ``"none"`` or ``""`` -> sorted 0-based layer indices."""
+def parse_layer_list(value: Any, num_layers: Optional[int], flag: str) -> Tuple[int, ...]:
+    """``"0,2"``, ``"all"``, ``"none"`` (or 0.1's ``"-1"``) -> sorted 0-based layer indices.
+
+    With ``num_layers`` None, only the spelling is checked (``"all"`` gives ``()``). An empty
+    list (``""``: an unset shell variable, not a choice), a repeated or out-of-range layer
+    raises :class:`ModelOptionError` naming ``flag``.
+    """
     if value is None:
         return ()
     if isinstance(value, (list, tuple)):
         items = [str(v) for v in value]
+        if not items:
+            return ()  # an empty list set by code
     else:
         text = str(value).strip().lower()
-        if text in ("", "none", "-1"):
+        if text in ("none", "-1"):
             return ()
         if text == "all":
-            return tuple(range(num_layers))
+            return tuple(range(num_layers)) if num_layers is not None else ()
         items = [t for t in text.replace(" ", "").split(",") if t]
+    expected = "comma-separated 0-based layer indices, 'all' or 'none'"
+    if not items:
+        raise ModelOptionError(f"{flag} {value!r}: expected {expected} ('none' turns it off)")
     try:
-        layers = sorted(set(int(t) for t in items))
+        indices = [int(t) for t in items]
     except ValueError:
-        raise ValueError(f"{flag} takes comma-separated 0-based layer indices, 'all' or 'none', got {value!r}")
-    bad = [i for i in layers if i < 0 or i >= num_layers]
+        raise ModelOptionError(f"{flag} takes {expected}, got {value!r}") from None
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        raise ModelOptionError(f"{flag} {value!r}: layer(s) {repeated} listed twice; give each layer once")
+    layers = sorted(indices)
+    bad = [i for i in layers if i < 0 or (num_layers is not None and i >= num_layers)]
     if bad:
-        raise ValueError(f"{flag} {value!r}: layers {bad} out of range for {num_layers} encoder layers (0-based)")
+        where = f"for {num_layers} encoder layers (0-based)" if num_layers is not None else "(layers count from 0)"
+        raise ModelOptionError(f"{flag} {value!r}: layers {bad} out of range {where}")
     return tuple(layers)
+
+
+def check_model_sizes(args: Any, model_dim: int) -> None:
+    """The checks that need the sizes the architecture chose; ``model_dim`` is the encoder width.
+
+    Attention heads that divide the encoder and decoder widths, widths the sinusoidal
+    encodings can stagger (paper 003 eq. 5, paper 002 eqs. 15-16), and clipping distances no
+    larger than the longest relative position a sentence of ``--max-source-positions`` (or
+    ``--max-target-positions``) tokens has: beyond it a table only grows (``2k + 1`` rows per
+    layer), and a huge one fails allocating instead of training.
+    """
+    from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
+
+    syntax = SyntaxModelConfig.from_args(args)
+    word_dim = safe_getattr(args, "encoder_embed_dim")
+    heads = _to_int(safe_getattr(args, "encoder_attention_heads"), "--encoder-attention-heads")
+    if heads < 1:
+        raise ModelOptionError(f"--encoder-attention-heads {heads}: expected at least 1 head")
+    if model_dim % heads != 0:
+        raise ModelOptionError(
+            f"the encoder model dimension {model_dim} (--encoder-embed-dim {word_dim} + syntax embeddings) "
+            f"is not divisible by --encoder-attention-heads {heads}; e.g. --encoder-attention-heads "
+            f"{_fewer_heads(model_dim, heads)} would do"
+        )
+    decoder_dim = _to_int(safe_getattr(args, "decoder_embed_dim", model_dim), "--decoder-embed-dim")
+    decoder_heads = _to_int(safe_getattr(args, "decoder_attention_heads", heads), "--decoder-attention-heads")
+    if decoder_heads < 1:
+        raise ModelOptionError(f"--decoder-attention-heads {decoder_heads}: expected at least 1 head")
+    if decoder_dim % decoder_heads != 0:
+        raise ModelOptionError(
+            f"--decoder-embed-dim {decoder_dim} is not divisible by --decoder-attention-heads {decoder_heads}; "
+            f"e.g. --decoder-attention-heads {_fewer_heads(decoder_dim, decoder_heads)} would do"
+        )
+    n_spe = len(syntax.spe_names)
+    if n_spe and model_dim % (2 * n_spe) != 0:
+        raise ModelOptionError(
+            f"--spe-features {','.join(syntax.spe_names)}: the encoder model dimension {model_dim} "
+            f"(--encoder-embed-dim {word_dim} + syntax embeddings) must be divisible by {2 * n_spe} "
+            f"(paper 003 eq. 5 staggers {n_spe} sin/cos pair(s))"
+        )
+    if syntax.nsd_spe_lambda > 0 and model_dim % 2 != 0:
+        raise ModelOptionError(
+            f"--nsd-spe-lambda {syntax.nsd_spe_lambda}: the distance positional encoding (paper 002 eqs. 15-16) "
+            f"needs an even encoder model dimension, got {model_dim} (--encoder-embed-dim {word_dim} + syntax "
+            "embeddings)"
+        )
+    if syntax.structural_absolute and model_dim < 4:
+        raise ModelOptionError(
+            f"--structural-absolute: the sinusoidal encoding of the depth needs an encoder model dimension >= 4, "
+            f"got {model_dim}"
+        )
+    src_max = int(safe_getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS)
+    tgt_max = int(safe_getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS)
+    # structural positions sum two depths (depth-sum): up to twice the length
+    bounds = {"rel_seq_k": (src_max, "--max-source-positions", src_max),
+              "rel_dep_l": (src_max, "--max-source-positions", src_max),
+              "structural_k": (2 * src_max, "--max-source-positions", src_max),
+              "decoder_rel_seq_k": (tgt_max, "--max-target-positions", tgt_max)}
+    for name, (bound, flag, length) in bounds.items():
+        value = getattr(syntax, name)
+        if value > bound:
+            raise ModelOptionError(
+                f"{_flag(name)} {value}: larger than any relative position in a sentence of {flag} {length} "
+                f"tokens; expected at most {bound} (0 turns it off)"
+            )
+
+
+def _fewer_heads(dim: int, heads: int) -> int:
+    """The most heads, at most ``heads``, that divide ``dim`` (for messages)."""
+    return next(h for h in range(min(heads, dim), 0, -1) if dim % h == 0)
 
 
 def duan_attention_heads(model_dim: int) -> int:

@@ -10,19 +10,16 @@ from torch import Tensor
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel
+from fairseq.tasks import FairseqTask
 
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
 
-from .config import add_syntax_args, duan_attention_heads
+from .config import ModelOptionError, add_syntax_args
 from .encoder import SyntaxTransformerEncoder, encoder_model_dim, with_encoder_dim
 from .layers import SyntaxDecoderLayer, wrap_layer
 
-__all__ = ["SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
-
-
-class ModelOptionError(UsageError, ValueError):
-    """A model option that cannot be built (unknown feature, layer out of range, heads that do not divide)."""
+__all__ = ["ModelOptionError", "SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
 
 
 class SyntaxTransformerDecoder(TransformerDecoderBase):
@@ -56,17 +53,19 @@ class SyntaxTransformerModel(TransformerModel):
     def _build_model(cls, args, task):
         from .architectures import syntax_base_architecture
 
-        syntax_base_architecture(args)
+        syntax_base_architecture(args)  # fills and checks the options (check_model_sizes too)
         record_syntax_vocab(args, task)
-        model_dim = encoder_model_dim(args)
-        heads = int(args.encoder_attention_heads)
-        if model_dim % heads != 0:
+        model = super().build_model(args, task)
+        needs = model.syntax_inputs()
+        if needs and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
+            # fairseq's own tasks give no src_syntax: the first forward would fail, deep in the encoder
+            # (code that builds with a stand-in task and passes src_syntax itself is not refused)
             raise ValueError(
-                f"the encoder model dimension {model_dim} (--encoder-embed-dim {args.encoder_embed_dim} "
-                f"+ syntax embeddings) is not divisible by --encoder-attention-heads {heads}; "
-                f"e.g. {duan_attention_heads(model_dim)} heads would do"
+                f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads the source syntax "
+                f"({', '.join(sorted(needs))}), which only --task syntax_translation provides (got --task "
+                f"{getattr(args, 'task', type(task).__name__)})"
             )
-        return super().build_model(args, task)
+        return model
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
