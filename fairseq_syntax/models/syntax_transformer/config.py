@@ -526,6 +526,15 @@ def parse_layer_list(value: Any, num_layers: Optional[int], flag: str) -> Tuple[
     return tuple(layers)
 
 
+def _check_heads(dim: int, heads: int, flag: str, width: str) -> None:
+    """At least one head, and heads that divide the width (a suggestion of fewer heads that would)."""
+    if heads < 1:
+        raise ModelOptionError(f"{flag} {heads}: expected at least 1 head")
+    if dim % heads != 0:
+        raise ModelOptionError(f"{width} is not divisible by {flag} {heads}; e.g. {flag} "
+                               f"{_fewer_heads(dim, heads)} would do")
+
+
 def check_model_sizes(args: Any, model_dim: int) -> None:
     """The checks that need the sizes the architecture chose; ``model_dim`` is the encoder width.
 
@@ -540,23 +549,11 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
     syntax = SyntaxModelConfig.from_args(args)
     word_dim = safe_getattr(args, "encoder_embed_dim")
     heads = _to_int(safe_getattr(args, "encoder_attention_heads"), "--encoder-attention-heads")
-    if heads < 1:
-        raise ModelOptionError(f"--encoder-attention-heads {heads}: expected at least 1 head")
-    if model_dim % heads != 0:
-        raise ModelOptionError(
-            f"the encoder model dimension {model_dim} (--encoder-embed-dim {word_dim} + syntax embeddings) "
-            f"is not divisible by --encoder-attention-heads {heads}; e.g. --encoder-attention-heads "
-            f"{_fewer_heads(model_dim, heads)} would do"
-        )
+    _check_heads(model_dim, heads, "--encoder-attention-heads",
+                 f"the encoder model dimension {model_dim} (--encoder-embed-dim {word_dim} + syntax embeddings)")
     decoder_dim = _to_int(safe_getattr(args, "decoder_embed_dim", model_dim), "--decoder-embed-dim")
     decoder_heads = _to_int(safe_getattr(args, "decoder_attention_heads", heads), "--decoder-attention-heads")
-    if decoder_heads < 1:
-        raise ModelOptionError(f"--decoder-attention-heads {decoder_heads}: expected at least 1 head")
-    if decoder_dim % decoder_heads != 0:
-        raise ModelOptionError(
-            f"--decoder-embed-dim {decoder_dim} is not divisible by --decoder-attention-heads {decoder_heads}; "
-            f"e.g. --decoder-attention-heads {_fewer_heads(decoder_dim, decoder_heads)} would do"
-        )
+    _check_heads(decoder_dim, decoder_heads, "--decoder-attention-heads", f"--decoder-embed-dim {decoder_dim}")
     n_spe = len(syntax.spe_names)
     if n_spe and model_dim % (2 * n_spe) != 0:
         raise ModelOptionError(
