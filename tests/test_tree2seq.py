@@ -233,3 +233,16 @@ def test_dot_attention_equals_fairseq_s_attention_layer_without_its_projection()
     x_ref, weights_ref = reference(query, memory, padding)
     assert torch.allclose(x, x_ref, atol=1e-6) and torch.allclose(weights, weights_ref, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5, 8, 13])
+def test_the_cell_scan_equals_the_sequential_recurrence(steps):
+    from fairseq_syntax.models.tree2seq.encoder import linear_recurrence
+
+    torch.manual_seed(steps)
+    decay, inputs = torch.rand(3, steps, 4), torch.randn(3, steps, 4)
+    c, expected = torch.zeros(3, 4), []
+    for t in range(steps):  # c_t = f_t c_{t-1} + i_t u_t, one step at a time
+        c = decay[:, t] * c + inputs[:, t]
+        expected.append(c)
+    assert torch.allclose(linear_recurrence(decay, inputs), torch.stack(expected, dim=1), atol=1e-6)

@@ -5,9 +5,10 @@ For a source line of ``n`` pieces plus fairseq's ``</s>``:
 * the sequential LSTM (sec. 2.1) runs over all ``n + 1`` tokens; its units ``(h_i, c_i)`` of
   the ``n`` pieces are the tree's leaf units ("when initializing the leaf units of the
   tree-based encoder, we employ the sequential LSTM units"). ``nn.LSTM`` returns only the last
-  memory cell, so the cells of every step are recomputed from its own weights and outputs
-  (the gates of every step at once, then the cell recurrence ``c_t = f_t c_{t-1} + i_t u_t``,
-  a loop over time steps of elementwise operations, as inside the LSTM itself);
+  memory cell, so the cells of every step are recomputed from its own weights and outputs:
+  the gates of every step at once, then the linear cell recurrence ``c_t = f_t c_{t-1} + i_t u_t``
+  as a parallel prefix scan (:func:`linear_recurrence`: ``ceil(log2 T)`` elementwise steps over
+  the whole batch, no loop over time steps);
 * the ``n - 1`` phrase nodes come from the binary Tree-LSTM, one tree level per step
   (:class:`fairseq_syntax.modules.tree_lstm.BinaryTreeLSTM`);
 * the decoder starts from another Tree-LSTM unit over the last sequential unit (at ``</s>``)
@@ -33,6 +34,7 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, BinaryTreeLSTMCell
 from fairseq_syntax_core.errors import UsageError
@@ -40,6 +42,23 @@ from fairseq_syntax_core.errors import UsageError
 PHRASE, PHRASE_MASK = "phrase", "phrase_mask"
 
 EncoderOut = Tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+def linear_recurrence(decay: Tensor, inputs: Tensor) -> Tensor:
+    """All ``c_t = decay_t * c_{t-1} + inputs_t`` (``c_{-1} = 0``) along dim 1, by a log-depth scan.
+
+    Hillis-Steele prefix scan of the affine maps ``c -> a c + b``: after the round with
+    offset ``s`` each position holds the composition of the ``2s`` maps ending there, so
+    ``ceil(log2 T)`` rounds of elementwise operations over ``(B, T, d)`` give every ``c_t``,
+    equal to the sequential recurrence up to float rounding.
+    """
+    a, b = decay, inputs
+    T, offset = b.size(1), 1
+    while offset < T:  # ceil(log2 T) rounds, each over all time steps at once
+        b = b + a * F.pad(b[:, :-offset], (0, 0, offset, 0))  # maps before the start are c -> 0
+        a = a * F.pad(a[:, :-offset], (0, 0, offset, 0))
+        offset *= 2
+    return b
 
 
 def set_forget_bias(lstm_bias_ih: Tensor, lstm_bias_hh: Tensor, value: float) -> None:
@@ -91,14 +110,8 @@ class Tree2SeqEncoder(FairseqEncoder):
         gates = nn.functional.linear(x, self.lstm.weight_ih_l0, self.lstm.bias_ih_l0) + \
             nn.functional.linear(previous, self.lstm.weight_hh_l0, self.lstm.bias_hh_l0)
         i, f, g, _ = gates.chunk(4, dim=-1)
-        written = torch.sigmoid(i) * torch.tanh(g)
-        keep = torch.sigmoid(f)
-        cells = []
-        c = x.new_zeros(B, self.hidden_size)
-        for t in range(T):  # the LSTM's own time recurrence, elementwise (module doc)
-            c = keep[:, t] * c + written[:, t]
-            cells.append(c)
-        return h, torch.stack(cells, dim=1)
+        cells = linear_recurrence(torch.sigmoid(f), torch.sigmoid(i) * torch.tanh(g))  # module doc
+        return h, cells
 
     def _leaf_units(self, x: Tensor) -> Tuple[Tensor, Tensor]:
         i, o, u = self.leaf(x).chunk(3, dim=-1)
