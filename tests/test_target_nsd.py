@@ -367,3 +367,35 @@ def test_old_model_args_build_without_target_nsd():
         delattr(args, name)
     model = rt.SyntaxTransformerModel.build_model(args, TASK)
     assert model.target_syntax_inputs() == set() and model.decoder.nsd_input is None
+
+
+# ----------------------------------------------------------------- end to end (installed commands)
+
+
+@pytest.mark.slow
+def test_fairseq_generate_and_interactive_feed_back_the_distances(outside):
+    """fairseq-generate and fairseq-interactive decode a target-side NSD model with fairseq's own generator.
+
+    Until the data path gives target distances, the model trains with prediction only (the
+    decoder reads nothing; plain label smoothing); its checkpoint is then turned into the
+    preset's model (input eq. 10 + SPE, fed back at generation), the new tables at their
+    initialisation, and decoded by the installed commands from outside the checkout.
+    """
+    from .conftest import spacy_model, syntax_task, train
+    from .test_cli_e2e import generate as cli_generate, interactive as cli_interactive
+
+    spacy_model()  # fairseq-interactive parses the raw text
+    checkpoint = train(outside, "transformer_nsd_target", "ckpt_nsd_target", "--nsd-target-input", "none",
+                       "--nsd-target-spe-lambda", "0", "--criterion", "label_smoothed_cross_entropy",
+                       "--label-smoothing", "0.1")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    args = state["cfg"]["model"]
+    args.nsd_target_input, args.nsd_target_spe_lambda = "linear", 40.0
+    full = rt.SyntaxTransformerModel.build_model(args, syntax_task(outside / "data-bin"))
+    assert full.decoder.nsd_feedback is not None
+    for key, value in full.state_dict().items():
+        state["model"].setdefault(key, value)
+    converted = str(outside / "ckpt_nsd_target" / "feedback.pt")
+    torch.save(state, converted)
+    cli_generate(outside, converted)
+    cli_interactive(outside, converted)
