@@ -388,7 +388,7 @@ def test_fairseq_generate_and_interactive_feed_back_the_distances(outside):
     checkpoint = train(outside, "transformer_nsd_target", "ckpt_nsd_target", "--nsd-target-input", "none",
                        "--nsd-target-spe-lambda", "0", "--criterion", "label_smoothed_cross_entropy",
                        "--label-smoothing", "0.1")
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state = torch.load(outside / checkpoint, map_location="cpu", weights_only=False)
     args = state["cfg"]["model"]
     args.nsd_target_input, args.nsd_target_spe_lambda = "linear", 40.0
     full = rt.SyntaxTransformerModel.build_model(args, syntax_task(outside / "data-bin"))
