@@ -20,7 +20,8 @@ distances are the model's own input ``net_input["src_syntax"]["distance"]`` (the
 
 Logged per real source token: ``nsd_mse``, ``nsd_rank`` (the two parts of eq. 19), ``nsd_ent``
 (eq. 20, in bits like fairseq's losses), and ``nsd_acc`` (argmax accuracy of eq. 11, %).
-Target-side NSD (the decoder predicting distances) will add ``tgt_*`` entries next to these.
+Target-side NSD (the decoder predicting distances, :mod:`.target_nsd`): the same terms on the
+target, logged as ``tgt_nsd_*``; either side alone or both.
 """
 
 import math
@@ -37,6 +38,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.logging import metrics
 
+from fairseq_syntax.criterions.target_nsd import (
+    add_target_nsd,
+    no_source_terms,
+    reduce_target_nsd_metrics,
+    target_nsd_losses,
+)
 from fairseq_syntax.modules.syntactic_distance import (
     NSD_DISTANCES,
     NSD_LOGITS_KEY,
@@ -135,6 +142,11 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
             logging_output[f"nsd_{name}"] = terms[name].data
         logging_output["nsd_correct"] = utils.item(terms["correct"].data)
         logging_output["nsd_tokens"] = utils.item(terms["tokens"].data)
+        # target side (paper 002 secs. 3.1-3.3; None when the decoder predicts no distances)
+        tgt_terms = target_nsd_losses(net_output, sample, nsd_losses, self.nsd_distance_key, self.padding_idx,
+                                      self.task.target_dictionary.eos())
+        if tgt_terms is not None:
+            loss = add_target_nsd(loss, tgt_terms, self.nsd_dist_weight, self.nsd_ent_weight, logging_output)
         return loss, sample_size, logging_output
 
     def compute_nsd_losses(self, net_output, sample: Dict[str, Any]) -> Dict[str, Tensor]:
@@ -142,9 +154,12 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
         extra = net_output[1] if isinstance(net_output, (tuple, list)) and len(net_output) > 1 else {}
         logits = extra.get(NSD_LOGITS_KEY) if isinstance(extra, dict) else None
         if not logits:
+            if no_source_terms(net_output) is not None:  # a model with target-side NSD only: terms of 0 tokens
+                return no_source_terms(net_output)
             raise ValueError(
-                "label_smoothed_cross_entropy_with_nsd needs a model that predicts source syntactic "
-                "distances: use --arch transformer_nsd or --nsd-predict true"
+                "label_smoothed_cross_entropy_with_nsd needs a model that predicts source or target syntactic "
+                "distances: use --arch transformer_nsd or transformer_nsd_target, --nsd-predict or "
+                "--nsd-target-predict"
             )
         syntax = sample["net_input"].get("src_syntax") or {}
         gold = syntax.get(self.nsd_distance_key)
@@ -167,3 +182,4 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
                 metrics.log_scalar(f"nsd_{name}", total / tokens / base, tokens, round=3)
             correct = sum(log.get("nsd_correct", 0) for log in logging_outputs)
             metrics.log_scalar("nsd_acc", 100.0 * correct / tokens, tokens, round=2)
+        reduce_target_nsd_metrics(logging_outputs)  # tgt_nsd_* (target side)

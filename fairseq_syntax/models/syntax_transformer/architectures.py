@@ -73,6 +73,9 @@ OMOTE_DEP_REL = {"rel_seq_k": 2, "rel_dep_l": 2, "decoder_rel_seq_k": 2}
 DUAN_EMBED = {"syntax_features": "pos,label,head"}
 DUAN_SPE = {"syntax_features": "pos,label", "spe_features": "head,depth"}
 MA_NSD = {"nsd_input": "linear", "nsd_spe_lambda": 40.0, "nsd_predict": True}
+# target side (paper 002 secs. 3.1-3.3): the source preset's parts on the decoder, distances fed back at generation
+MA_NSD_TARGET = {"nsd_target_input": "linear", "nsd_target_spe_lambda": 40.0, "nsd_target_predict": True}
+MA_NSD_BOTH = {**MA_NSD, **MA_NSD_TARGET}
 # Xie et al. do not state the label embedding and path LSTM sizes: ours, 64/128 (base), 32/64 (small)
 XIE_GPS = {"gps_layers": "0", "gps_label_dim": 64, "gps_path_dim": 128}
 XIE_GPS_SMALL = {"gps_layers": "0", "gps_label_dim": 32, "gps_path_dim": 64}
@@ -111,6 +114,15 @@ PRESETS: List[Tuple[str, Callable[[Any], None], str, Dict[str, Any]]] = [
      "Dependency NSD d_D as input (paper 002 eq. 10, linear), PE (lambda 40) and output (eq. 11); "
      "train with --criterion label_smoothed_cross_entropy_with_nsd.", MA_NSD),
     ("transformer_nsd_iwslt_de_en", small, "transformer_nsd, small.", MA_NSD),
+    ("transformer_nsd_target", base,
+     "Target-side dependency NSD (paper 002 secs. 3.1-3.3): the decoder input combined with its distance (eq. 10, "
+     "linear), PE (lambda 40), the next token's distance predicted (eq. 11) and fed back at generation; train "
+     "with --criterion label_smoothed_cross_entropy_with_nsd on a data-bin with parsed targets.", MA_NSD_TARGET),
+    ("transformer_nsd_target_iwslt_de_en", small, "transformer_nsd_target, small.", MA_NSD_TARGET),
+    ("transformer_nsd_both", base,
+     "transformer_nsd's source side and transformer_nsd_target's target side together (paper 002 Table 1's "
+     "source + target rows).", MA_NSD_BOTH),
+    ("transformer_nsd_both_iwslt_de_en", small, "transformer_nsd_both, small.", MA_NSD_BOTH),
     # Xie et al. 2021 (paper 001) and its baselines
     ("transformer_gps", base,
      "Global syntactic position (paper 001 secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0 "

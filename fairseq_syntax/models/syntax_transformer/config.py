@@ -42,6 +42,9 @@ __all__ = [
     "parse_name_list",
     "duan_attention_heads",
     "check_model_sizes",
+    "decoder_model_dim",
+    "target_nsd_consumes",
+    "uses_target_nsd",
 ]
 
 
@@ -148,6 +151,19 @@ class SyntaxModelConfig(FairseqDataclass):
                              "train with --criterion label_smoothed_cross_entropy_with_nsd")
     nsd_max_distance: int = _opt(64, "distances are clipped to [-D, D] for the embedding table, the positional "
                                  "encoding and the 2D+1 classes of the predictor", metavar="D")
+    # ---- Ma et al. 2019 (paper 002) secs. 3.1-3.3: neural syntactic distance on the TARGET side (the decoder).
+    # Shares --nsd-distance, --nsd-max-distance and --nsd-embed-dim with the source; checks: _check_target_nsd
+    nsd_target_input: ChoiceEnum(NSD_INPUT_MODES) = _opt("none", "the target distance as decoder input, combined "
+                                 "with each input token's embedding by the source's combiners (paper 002 eq. 7 with "
+                                 "eqs. 8-10): concat (widens the decoder by --nsd-embed-dim), add, linear; at "
+                                 "generation the decoder's own prediction of the previous step is fed back (needs "
+                                 "--nsd-target-predict); none disables", choices=NSD_INPUT_MODES)
+    nsd_target_spe_lambda: float = _opt(0.0, "period lambda_SPE of the target distance positional encoding on the "
+                                        "decoder input (paper 002 eqs. 15-16, fed back like --nsd-target-input); "
+                                        "0 disables", metavar="LAMBDA")
+    nsd_target_predict: bool = _opt(False, "predict the distance of each next target token beside the token, from "
+                                    "the decoder's final states (paper 002 eq. 11); train with --criterion "
+                                    "label_smoothed_cross_entropy_with_nsd")
     # ---- Xie et al. 2021 (paper 001): global syntactic position
     gps_layers: str = _opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
                            "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
@@ -257,6 +273,7 @@ class SyntaxModelConfig(FairseqDataclass):
         _ = (self.feature_names, self.spe_names)  # unknown, repeated or empty names raise
         parse_layer_list(self.gps_layers, None, "--gps-layers")
         parse_layer_list(self.pascal_layers, None, "--pascal-layers")
+        _check_target_nsd(self)  # target-side NSD (paper 002 secs. 3.1-3.3)
 
     # derived views used by several components
     @property
@@ -572,6 +589,7 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
             f"--structural-absolute: the sinusoidal encoding of the depth needs an encoder model dimension >= 4, "
             f"got {model_dim}"
         )
+    _check_target_nsd_sizes(syntax, decoder_dim, decoder_heads)
     src_max = int(safe_getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS)
     tgt_max = int(safe_getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS)
     # structural positions sum two depths (depth-sum): up to twice the length
@@ -586,6 +604,55 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
                 f"{_flag(name)} {value}: larger than any relative position in a sentence of {flag} {length} "
                 f"tokens; expected at most {bound} (0 turns it off)"
             )
+
+
+# --------------------------------------------------------------------------- target-side NSD (issue 14)
+
+
+def target_nsd_consumes(syntax: "SyntaxModelConfig") -> bool:
+    """Whether the decoder reads target distances (``--nsd-target-input`` or ``--nsd-target-spe-lambda``)."""
+    return syntax.nsd_target_input != "none" or syntax.nsd_target_spe_lambda > 0
+
+
+def uses_target_nsd(syntax: "SyntaxModelConfig") -> bool:
+    """Whether any target-side NSD part (input, positional encoding, prediction) is on."""
+    return target_nsd_consumes(syntax) or bool(syntax.nsd_target_predict)
+
+
+def decoder_model_dim(syntax: "SyntaxModelConfig", word_dim: int) -> int:
+    """The decoder width: the word width, plus ``--nsd-embed-dim`` with ``--nsd-target-input concat`` (eq. 8)."""
+    return word_dim + (syntax.nsd_embed_dim if syntax.nsd_target_input == "concat" else 0)
+
+
+def _check_target_nsd(syntax: "SyntaxModelConfig") -> None:
+    """The target options' own values, and the combination generation cannot run."""
+    lam = syntax.nsd_target_spe_lambda
+    if not (lam == 0 or 1 < lam < math.inf):
+        raise ModelOptionError(
+            f"--nsd-target-spe-lambda {lam}: expected 0 (off) or a finite period > 1 "
+            "(paper 002 eqs. 15-16; the paper's best: 40)"
+        )
+    if target_nsd_consumes(syntax) and not syntax.nsd_target_predict:
+        given = [f"--nsd-target-input {syntax.nsd_target_input}"] if syntax.nsd_target_input != "none" else []
+        given += [f"--nsd-target-spe-lambda {lam:g}"] if lam > 0 else []
+        raise ModelOptionError(
+            f"{' with '.join(given)} needs --nsd-target-predict: the target distances are unknown at generation, "
+            "where the decoder feeds back its own prediction of the previous step (paper 002 sec. 3.1)"
+        )
+
+
+def _check_target_nsd_sizes(syntax: "SyntaxModelConfig", word_dim: int, heads: int) -> None:
+    """Decoder heads that divide the decoder width widened by ``concat``; an even width for the SPE."""
+    dim = decoder_model_dim(syntax, word_dim)
+    if dim != word_dim:
+        _check_heads(dim, heads, "--decoder-attention-heads",
+                     f"the decoder model dimension {dim} (--decoder-embed-dim {word_dim} + --nsd-embed-dim "
+                     f"{syntax.nsd_embed_dim} of --nsd-target-input concat)")
+    if syntax.nsd_target_spe_lambda > 0 and dim % 2 != 0:
+        raise ModelOptionError(
+            f"--nsd-target-spe-lambda {syntax.nsd_target_spe_lambda:g}: the distance positional encoding (paper 002 "
+            f"eqs. 15-16) needs an even decoder model dimension, got {dim}"
+        )
 
 
 def _fewer_heads(dim: int, heads: int) -> int:

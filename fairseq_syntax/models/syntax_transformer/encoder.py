@@ -280,7 +280,8 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
 
     @torch.jit.unused
     def forward_non_torchscript(self, net_input: Dict[str, Any]):
-        encoder_input = {k: v for k, v in net_input.items() if k != "prev_output_tokens"}
+        # the decoder's inputs (tgt_syntax: target-side NSD) are not the encoder's
+        encoder_input = {k: v for k, v in net_input.items() if k not in ("prev_output_tokens", "tgt_syntax")}
         return self.forward(**encoder_input, return_nsd=False)  # decoding needs no NSD logits
 
     def upgrade_state_dict_named(self, state_dict, name):

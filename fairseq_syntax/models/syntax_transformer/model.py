@@ -9,24 +9,17 @@ from typing import Dict, Optional, Set
 from torch import Tensor
 
 from fairseq.models import register_model
-from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel
+from fairseq.models.transformer import TransformerConfig, TransformerModel
 from fairseq.tasks import FairseqTask
 
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
 
 from .config import ModelOptionError, add_syntax_args
+from .decoder import SyntaxTransformerDecoder
 from .encoder import SyntaxTransformerEncoder, encoder_model_dim, with_encoder_dim
-from .layers import SyntaxDecoderLayer, wrap_layer
 
 __all__ = ["ModelOptionError", "SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
-
-
-class SyntaxTransformerDecoder(TransformerDecoderBase):
-    """Transformer decoder whose layers may use Shaw relative positions."""
-
-    def build_decoder_layer(self, cfg: TransformerConfig, no_encoder_attn: bool = False):
-        return wrap_layer(SyntaxDecoderLayer(cfg, no_encoder_attn), cfg)
 
 
 @register_model("syntax_transformer")
@@ -63,6 +56,13 @@ class SyntaxTransformerModel(TransformerModel):
             raise ValueError(
                 f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads the source syntax "
                 f"({', '.join(sorted(needs))}), which only --task syntax_translation provides (got --task "
+                f"{getattr(args, 'task', type(task).__name__)})"
+            )
+        target = model.target_syntax_inputs()  # target-side NSD (paper 002 secs. 3.1-3.3)
+        if target and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
+            raise ValueError(
+                f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads or predicts the target syntax "
+                f"({', '.join(sorted(target))}), which only --task syntax_translation provides (got --task "
                 f"{getattr(args, 'task', type(task).__name__)})"
             )
         return model
@@ -106,6 +106,11 @@ class SyntaxTransformerModel(TransformerModel):
         """Side inputs (keys of ``net_input['src_syntax']``) this model consumes."""
         return self.encoder.syntax_inputs()
 
+    def target_syntax_inputs(self) -> Set[str]:
+        """Target-side keys (``net_input['tgt_syntax']`` and ``sample['target_syntax']``) this model reads or
+        predicts: ``{"distance"}`` with any target-side NSD option on, else empty (paper 002 secs. 3.1-3.3)."""
+        return self.decoder.target_syntax_inputs()
+
     def forward(
         self,
         src_tokens: Tensor,
@@ -116,12 +121,15 @@ class SyntaxTransformerModel(TransformerModel):
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
+        tgt_syntax: Optional[Dict[str, Tensor]] = None,
     ):
         """fairseq's forward; returns ``(decoder_out, extra)``.
 
         With ``--nsd-predict``, ``extra`` also holds the encoder's eq. 11 logits under
         ``"src_nsd_logits"`` (``[B x T x (2D+1)]``) and the source padding mask under
         ``"src_nsd_padding_mask"`` (``[B x T]``), for ``label_smoothed_cross_entropy_with_nsd``.
+        ``tgt_syntax``: the decoder input's gold distances (target-side NSD, see :mod:`.decoder`);
+        with ``--nsd-target-predict`` ``extra["tgt_nsd_logits"]`` holds the decoder's eq. 11 logits.
         """
         encoder_out = self.encoder(
             src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, src_syntax=src_syntax
@@ -134,6 +142,7 @@ class SyntaxTransformerModel(TransformerModel):
             alignment_heads=alignment_heads,
             src_lengths=src_lengths,
             return_all_hiddens=return_all_hiddens,
+            tgt_syntax=tgt_syntax,
         )
         if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
             decoder_out[1][NSD_LOGITS_KEY] = encoder_out[NSD_LOGITS_KEY]
