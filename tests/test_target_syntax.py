@@ -183,6 +183,18 @@ def test_external_target_parse_writes_target_streams(tmp_path):
     assert (gold[keep] >= 0).all() and gold[keep].eq(0).sum() >= 3  # one root a line at least
 
 
+def test_skipped_long_lines_are_skipped_in_the_target_parse_too(tmp_path):
+    """--max-len-action skip drops the pair; the external target parse still covers every line of the file."""
+    data_bin = _bin(tmp_path, extra=["--max-len", "5", "--max-len-action", "skip"])
+    task = _task(data_bin)
+    task.request_inputs(_TargetModel(target={"heads"}), require_target=True)
+    task.load_dataset("train")  # target streams checked against the target text: the kept lines only
+    dataset = task.dataset("train")
+    assert len(dataset) == 2
+    conllu = (data_bin / "train.en-fr.fr.conllu").read_text()
+    assert conllu.count("# sent_id") == 2
+
+
 def test_without_target_flag_the_metadata_lists_the_source_only(tmp_path):
     data_bin = _bin(tmp_path, target_conllu=False)
     meta = json.loads((data_bin / "syntax.json").read_text())
