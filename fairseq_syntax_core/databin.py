@@ -11,10 +11,15 @@ language ``L``, one fairseq mmap indexed dataset per stream::
 Adding a stream is one :class:`Stream` entry in :data:`STREAMS`: the pipeline writes every
 registered stream of a parsed language, the task loads and checks every one the data-bin
 lists in ``syntax.json`` (``parsed_langs``).
+
+The target language may be parsed too (``fairseq-syntax-preprocess --target-parser``): its
+streams are the same kinds under the target's language code (``S.SRC-TGT.TGT.head``,
+``dict.TGT.deplabel.txt``), registered in :data:`TARGET_STREAM_REGISTRY` with ``side``
+:data:`TARGET`; ``parsed_langs`` then lists the target language beside the source.
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
@@ -32,6 +37,8 @@ PRODUCER = "fairseq-syntax-preprocess"
 FORMAT_VERSION = 1
 #: ``syntax.json``: parsed language -> the names of its streams
 PARSED_LANGS_KEY = "parsed_langs"
+#: ``syntax.json``: how the target language was parsed (only when it was: ``--target-parser``)
+TARGET_PARSE_KEY = "target_parse"
 
 SOURCE, TARGET = "source", "target"
 TOKEN, NODE = "token", "node"
@@ -79,9 +86,23 @@ PHRASE = Stream("phrase", SOURCE, np.int32, None, NODE, "phrase",
 STREAMS: Dict[str, Stream] = {s.name: s for s in (HEAD, LABEL, POS, PHRASE)}
 #: the streams this version writes for a parsed source language, in order
 SOURCE_STREAMS: Tuple[str, ...] = (HEAD.name, LABEL.name, POS.name, PHRASE.name)
+#: the streams this version writes for a parsed target language (``--target-parser``), in order:
+#: the source's kinds, with the phrase structure always converted from the dependency parse
+TARGET_STREAMS: Tuple[str, ...] = SOURCE_STREAMS
+#: every stream a parsed target language may hold, by name: the source's entries with ``side`` TARGET
+TARGET_STREAM_REGISTRY: Dict[str, Stream] = {name: replace(STREAMS[name], side=TARGET) for name in TARGET_STREAMS}
 #: ``syntax.json``: where the phrase structure came from, and the lines without one
 PHRASE_STRUCTURE_KEY = "phrase_structure"
 PHRASE_FROM_DEPENDENCY, PHRASE_FROM_PTB = "dependency-conversion", "ptb"
+
+
+def registry(side: str) -> Dict[str, Stream]:
+    """The streams a language on ``side`` (:data:`SOURCE` or :data:`TARGET`) may hold, by name."""
+    if side == SOURCE:
+        return STREAMS
+    if side == TARGET:
+        return TARGET_STREAM_REGISTRY
+    raise ValueError(f"side {side!r}: expected {SOURCE!r} or {TARGET!r}")
 
 
 def dictionary_path(destdir: str, lang: str, stream: Stream) -> str:

@@ -2,7 +2,8 @@
 
 Stages, in order (each also available alone, see ``preprocess/stages.py``):
 tokenize (sacremoses, or ``--pretokenized``) -> parse the source (spaCy ``--parser`` or an
-external CoNLL-U, ``--external-parse conllu``) -> BPE (subword-nmt: learn joint codes with
+external CoNLL-U, ``--external-parse conllu``), and the target when asked (``--target-parser``
+or ``--target-external-parse conllu``) -> BPE (subword-nmt: learn joint codes with
 ``--bpe-symbols`` or apply ``--bpe-codes``) -> project the word tree onto BPE pieces
 (``--projection``), with the binary phrase structure (imported brackets, ``--constituency-parse
 ptb``, or converted from the dependency tree) -> binarize (text through fairseq-preprocess itself, side streams as mmap
@@ -39,6 +40,8 @@ from fairseq_syntax_core.databin import (
     PRODUCER_KEY,
     SOURCE_STREAMS,
     STREAMS,
+    TARGET_PARSE_KEY,
+    TARGET_STREAMS,
     dictionary_path,
     stream_prefix,
 )
@@ -115,6 +118,18 @@ def get_parser() -> argparse.ArgumentParser:
     syn.add_argument("--max-len", type=non_negative, default=0, help="longest line in tokens (0: no limit)")
     syn.add_argument("--max-len-action", choices=["error", "skip"], default="error",
                      help="error on a longer line, or skip the pair (counted in the summary)")
+    tgt_syn = parser.add_argument_group(
+        "target-side syntax (optional; paper 002's target-side distances)",
+        "parse the target side of every split too, project it onto the target BPE pieces with --projection "
+        "and write S.SRC-TGT.TGT.{head,deplabel,pos,phrase} streams and dict.TGT.{deplabel,pos}.txt "
+        "(the phrase structure converted from the dependency parse)",
+    )
+    tgt_syn.add_argument("--target-parser", help="spaCy pipeline name or path for the target language "
+                         "(e.g. fr_core_news_sm); --parser-disable, --parse-batch-size and --pos-column apply")
+    tgt_syn.add_argument("--target-external-parse", choices=["conllu"],
+                         help="read PREFIX.TGT.conllu for each split instead of running spaCy on the target")
+    tgt_syn.add_argument("--target-labeldict", help="reuse a dict.TGT.deplabel.txt")
+    tgt_syn.add_argument("--target-posdict", help="reuse a dict.TGT.pos.txt")
     syn.add_argument("--overwrite", action="store_true",
                      help="replace an existing --destdir, only if it is a data-bin made by this pipeline")
     return parser
@@ -156,9 +171,12 @@ class Split:
         self.tgt_tokens: List[List[str]] = []
         self.trees: List[WordTree] = []
         self.src_pieces: List[List[str]] = []
+        self.tgt_trees: List[WordTree] = []  # with --target-parser / --target-external-parse
+        self.tgt_pieces: List[List[str]] = []
         self.skipped_lines: List[int] = []
         self.phrase_fallback_lines: List[int] = []  # 1-based lines of the input file
         self.unfiltered_src_tokens: Optional[List[List[str]]] = None  # with --max-len-action skip
+        self.unfiltered_tgt_tokens: Optional[List[List[str]]] = None
 
     def line_of(self, index: int) -> int:
         """The 1-based line of the input file that kept sentence ``index`` comes from."""
@@ -210,6 +228,7 @@ def read_and_tokenize(split: Split, args) -> None:
         if too_long:
             skip = set(too_long)
             split.unfiltered_src_tokens = split.src_tokens
+            split.unfiltered_tgt_tokens = split.tgt_tokens
             split.src_tokens = [t for i, t in enumerate(split.src_tokens) if i not in skip]
             split.tgt_tokens = [t for i, t in enumerate(split.tgt_tokens) if i not in skip]
 
@@ -253,6 +272,33 @@ def parse_split(split: Split, args, nlp) -> float:
     split.trees = list(tqdm(trees, total=len(split.src_tokens), desc=f"parse {split.name}", unit="sent", disable=None))
     if args.constituency_parse == ptb.EXTENSION:
         read_phrase_structures(split, args)
+    return time.perf_counter() - start
+
+
+def target_parsed(args) -> bool:
+    """Whether the run parses the target side too (``--target-parser`` or ``--target-external-parse``)."""
+    return bool(args.target_parser or args.target_external_parse)
+
+
+def parse_target_split(split: Split, args, nlp) -> float:
+    """Fill ``split.tgt_trees`` (spaCy ``nlp``, or ``PREFIX.TGT.conllu``); returns seconds spent parsing.
+
+    The target's phrase structure is always converted from its dependency parse at projection.
+    """
+    start = time.perf_counter()
+    if args.target_external_parse == "conllu":
+        conllu_path = f"{split.prefix}.{args.target_lang}.conllu"
+        lines = split.unfiltered_tgt_tokens or split.tgt_tokens
+        trees = trees_for_lines(conllu_path, lines, split.tgt_path, args.pos_column)
+        if split.skipped_lines:
+            skipped = set(split.skipped_lines)
+            trees = (t for i, t in enumerate(trees, start=1) if i not in skipped)
+    else:
+        trees = parse_lines(
+            nlp, split.tgt_tokens, args.pos_column, args.workers, args.parse_batch_size, split.tgt_path
+        )
+    split.tgt_trees = list(tqdm(trees, total=len(split.tgt_tokens), desc=f"parse {split.name} target",
+                                unit="sent", disable=None))
     return time.perf_counter() - start
 
 
@@ -337,6 +383,11 @@ def check_args(args, splits: List[Split]) -> None:
         raise UsageError("give --parser (a spaCy pipeline) or --external-parse conllu")
     if args.external_parse is not None and args.parser:
         raise UsageError("give either --parser or --external-parse conllu, not both")
+    if args.target_parser and args.target_external_parse:
+        raise UsageError("give either --target-parser or --target-external-parse conllu, not both")
+    if (args.target_labeldict or args.target_posdict) and not target_parsed(args):
+        raise UsageError("--target-labeldict/--target-posdict apply to a parsed target: give --target-parser "
+                         "or --target-external-parse conllu too")
     if args.phrase_fallback and not args.constituency_parse:
         raise UsageError("--phrase-fallback applies to imported trees: give --constituency-parse ptb too")
     if args.no_bpe and args.bpe_codes:
@@ -351,13 +402,16 @@ def check_args(args, splits: List[Split]) -> None:
         check_bpe_codes(args.bpe_codes)
     for flag, path, what in (("--srcdict", args.srcdict, "dictionary"), ("--tgtdict", args.tgtdict, "dictionary"),
                              ("--labeldict", args.labeldict, "label dictionary"),
-                             ("--posdict", args.posdict, "POS dictionary")):
+                             ("--posdict", args.posdict, "POS dictionary"),
+                             ("--target-labeldict", args.target_labeldict, "target label dictionary"),
+                             ("--target-posdict", args.target_posdict, "target POS dictionary")):
         if path:
             check_dictionary_file(path, what)
-    if args.labeldict and not args.no_bpe:
-        symbols = {line.split(" ")[0] for line in read_lines(args.labeldict)}
-        if SUBWORD_LABEL not in symbols:
-            raise InputError(args.labeldict, None, f"has no {SUBWORD_LABEL} label, which BPE pieces need")
+    for labeldict in (args.labeldict, args.target_labeldict):
+        if labeldict and not args.no_bpe:
+            symbols = {line.split(" ")[0] for line in read_lines(labeldict)}
+            if SUBWORD_LABEL not in symbols:
+                raise InputError(labeldict, None, f"has no {SUBWORD_LABEL} label, which BPE pieces need")
     names = set()
     for split in splits:
         if split.name in names:
@@ -371,8 +425,14 @@ def check_args(args, splits: List[Split]) -> None:
         if args.constituency_parse:
             check_input_file(f"{split.prefix}.{args.source_lang}.{ptb.EXTENSION}",
                              "bracketed parse (expected with --constituency-parse ptb)")
+        if args.target_external_parse == "conllu":
+            check_input_file(f"{split.prefix}.{args.target_lang}.conllu",
+                             "target CoNLL-U parse (expected with --target-external-parse conllu)")
     inputs = [p for s in splits for p in (s.src_path, s.tgt_path)]
-    inputs += [p for p in (args.bpe_codes, args.srcdict, args.tgtdict, args.labeldict, args.posdict) if p]
+    inputs += [p for p in (args.bpe_codes, args.srcdict, args.tgtdict, args.labeldict, args.posdict,
+                           args.target_labeldict, args.target_posdict) if p]
+    if args.target_external_parse == "conllu":
+        inputs += [f"{s.prefix}.{args.target_lang}.conllu" for s in splits]
     if args.external_parse == "conllu":
         inputs += [f"{s.prefix}.{args.source_lang}.conllu" for s in splits]
     if args.constituency_parse:
@@ -394,6 +454,15 @@ def run(args) -> Dict[str, object]:
         nlp = load_pipeline(args.parser, disable)
         parser_meta = pipeline_metadata(nlp)
         parser_meta["name"] = args.parser
+    target_nlp = None
+    target_meta: Optional[Dict[str, str]] = None
+    if target_parsed(args):
+        target_meta = {"parser": "conllu"}
+        if args.target_external_parse is None:
+            target_nlp = load_pipeline(args.target_parser, [c for c in args.parser_disable.split(",") if c],
+                                       flag="--target-parser")
+            target_meta = pipeline_metadata(target_nlp)
+            target_meta["name"] = args.target_parser
 
     start = time.perf_counter()
     stages = StageClock()
@@ -411,53 +480,36 @@ def run(args) -> Dict[str, object]:
             text_chain = TextChain(args, splits, work, out)
             text_chain.start()
             parse_seconds = sum(parse_split(split, args, nlp) for split in splits)
+            if target_parsed(args):
+                parse_seconds += sum(parse_target_split(split, args, target_nlp) for split in splits)
             stages.lap("parse")
             stages.seconds.update(text_chain.join())
             stages.lap("wait_bpe_and_binarize")
             for split in splits:
                 split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
+                if target_parsed(args):
+                    split.tgt_pieces = _read_pieces(os.path.join(work, f"{split.name}.{tgt}"))
             write_length_table(splits, work, out, src, tgt)
 
-            piece_trees = {
-                split.name: [
-                    _project(tree, pieces, args.projection, split, i)
-                    for i, (tree, pieces) in enumerate(tqdm(
-                        zip(split.trees, split.src_pieces), total=len(split.trees),
-                        desc=f"project {split.name}", unit="sent", disable=None,
-                    ))
-                ]
-                for split in splits
-            }
+            piece_trees = _project_side(splits, "trees", "src_pieces", "src_path", args.projection)
+            tgt_piece_trees = None
+            if target_parsed(args):
+                tgt_piece_trees = _project_side(splits, "tgt_trees", "tgt_pieces", "tgt_path", args.projection)
             stages.lap("project")
 
-            dictionaries = {}
-            reuse = {LABEL.name: args.labeldict, POS.name: args.posdict}
-            reserved = {LABEL.name: [SUBWORD_LABEL]}
-            train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
-            for name in SOURCE_STREAMS:
-                stream = STREAMS[name]
-                if stream.dictionary is None:
-                    continue
-                if reuse.get(name):
-                    dictionaries[name] = _load_dictionary(reuse[name])
-                else:
-                    dictionaries[name] = build_tag_dictionary(
-                        (getattr(t, stream.field) for t in train_trees), reserved.get(name, [])
-                    )
-                dictionaries[name].save(dictionary_path(out, src, stream))
-
-            unknown = {name: 0 for name in dictionaries}
-            for split in splits:
-                prefixes = {s: stream_prefix(out, split.name, src, tgt, src, s) for s in SOURCE_STREAMS}
-                counts = write_streams(prefixes, piece_trees[split.name], dictionaries, SOURCE_STREAMS)
-                for key in unknown:
-                    unknown[key] += counts[key]
-                with open(stream_prefix(out, split.name, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
-                    for i, tree in enumerate(piece_trees[split.name], start=1):
-                        handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", args.pos_column))
+            unknown = _write_side_files(out, splits, piece_trees, src, tgt, src, SOURCE_STREAMS,
+                                        {LABEL.name: args.labeldict, POS.name: args.posdict}, args.pos_column)
+            tgt_unknown = None
+            if tgt_piece_trees is not None:
+                tgt_unknown = _write_side_files(
+                    out, splits, tgt_piece_trees, src, tgt, tgt, TARGET_STREAMS,
+                    {LABEL.name: args.target_labeldict, POS.name: args.target_posdict}, args.pos_column,
+                )
             stages.lap("side_files")
 
             summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
+            if tgt_piece_trees is not None:
+                summary.update(_target_summary(splits, tgt_piece_trees, tgt_unknown))
             summary["stage_seconds"] = stages.seconds
             metadata = {
                 PRODUCER_KEY: PRODUCER,
@@ -483,6 +535,14 @@ def run(args) -> Dict[str, object]:
                 "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
                 "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
             }
+            if target_meta is not None:
+                metadata[PARSED_LANGS_KEY][tgt] = list(TARGET_STREAMS)
+                metadata[TARGET_PARSE_KEY] = {
+                    "parser": target_meta,
+                    "phrase_structure": PHRASE_FROM_DEPENDENCY,
+                    "eos": "appended by the dataset as on the source: head = last root of the line, "
+                    "label and POS = </s>",
+                }
             with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
                 json.dump(metadata, handle, indent=2, sort_keys=True)
                 handle.write("\n")
@@ -508,11 +568,76 @@ def write_length_table(splits: List[Split], work: str, out: str, src: str, tgt: 
         handle.write(table_text(prior))
 
 
-def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int) -> WordTree:
+def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int,
+             path: Optional[str] = None) -> WordTree:
     try:
         return project(tree, pieces, rule)
     except ValueError as error:  # BPE changed the words: codes that do not fit this text
-        raise InputError(split.src_path, split.line_of(index), f"cannot project the parse onto the BPE pieces: {error}") from None
+        raise InputError(path or split.src_path, split.line_of(index),
+                         f"cannot project the parse onto the BPE pieces: {error}") from None
+
+
+def _project_side(splits: List[Split], trees_attr: str, pieces_attr: str, path_attr: str,
+                  rule: str) -> Dict[str, List[WordTree]]:
+    """Each split's word trees (``split.<trees_attr>``) projected onto its pieces, by split name."""
+    return {
+        split.name: [
+            _project(tree, pieces, rule, split, i, getattr(split, path_attr))
+            for i, (tree, pieces) in enumerate(tqdm(
+                zip(getattr(split, trees_attr), getattr(split, pieces_attr)),
+                total=len(getattr(split, trees_attr)),
+                desc=f"project {split.name}" + ("" if trees_attr == "trees" else " target"), unit="sent",
+                disable=None,
+            ))
+        ]
+        for split in splits
+    }
+
+
+def _write_side_files(out: str, splits: List[Split], piece_trees: Dict[str, List[WordTree]], src: str, tgt: str,
+                      lang: str, names, reuse: Dict[str, Optional[str]], pos_column: str) -> Dict[str, int]:
+    """The dictionaries, streams ``names`` and ``.conllu`` of language ``lang``; returns unknown-symbol counts.
+
+    Dictionaries are counted on the train split (all splits without one), or reused (``reuse``).
+    """
+    dictionaries = {}
+    reserved = {LABEL.name: [SUBWORD_LABEL]}
+    train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
+    for name in names:
+        stream = STREAMS[name]
+        if stream.dictionary is None:
+            continue
+        if reuse.get(name):
+            dictionaries[name] = _load_dictionary(reuse[name])
+        else:
+            dictionaries[name] = build_tag_dictionary(
+                (getattr(t, stream.field) for t in train_trees), reserved.get(name, [])
+            )
+        dictionaries[name].save(dictionary_path(out, lang, stream))
+
+    unknown = {name: 0 for name in dictionaries}
+    for split in splits:
+        prefixes = {s: stream_prefix(out, split.name, src, tgt, lang, s) for s in names}
+        counts = write_streams(prefixes, piece_trees[split.name], dictionaries, names)
+        for key in unknown:
+            unknown[key] += counts[key]
+        with open(stream_prefix(out, split.name, src, tgt, lang, "conllu"), "w", encoding="utf-8") as handle:
+            for i, tree in enumerate(piece_trees[split.name], start=1):
+                handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", pos_column))
+    return unknown
+
+
+def _target_summary(splits: List[Split], piece_trees: Dict[str, List[WordTree]], unknown) -> Dict[str, object]:
+    """The closing summary's lines about the parsed target (only printed when it was parsed)."""
+    trees = [t for s in splits for t in s.tgt_trees]
+    return {
+        "target_words": sum(len(t) for t in trees),
+        "target_subwords": sum(len(t) for name in piece_trees for t in piece_trees[name]),
+        "target_non_projective": sum(not t.is_projective() for t in trees),
+        "target_multi_root": sum(t.num_roots > 1 for t in trees),
+        "target_unknown_labels": unknown[LABEL.name],
+        "target_unknown_pos": unknown[POS.name],
+    }
 
 
 class TextChain:

