@@ -7,11 +7,11 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 
-from fairseq_syntax_core.databin import HEAD, LABEL, NODE, POS, STREAMS, TOKEN
+from fairseq_syntax_core.databin import HEAD, LABEL, NODE, PHRASE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import ALL_FEATURES, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         if not self.requested:
             return item
         token_keys = self.requested - set(self.node_streams)
-        absent = token_keys - set(FEATURES)
+        absent = token_keys - set(ALL_FEATURES)
         if absent:
             raise SideFileError(
                 f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
@@ -124,6 +124,14 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         item["src_nodes"] = {
             n: self._node_values(n, index) for n in self.node_streams if n in self.requested
         }
+        if token_keys & set(PHRASE_FEATURES):  # the constituency distances are derived from the merges
+            if PHRASE.name not in self.streams:
+                raise SideFileError(
+                    f"the model needs the {PHRASE.name} side-file for the constituency distances (--nsd-distance), "
+                    f"which this data-bin does not hold (it holds {', '.join(self.streams)}): remake the data-bin "
+                    "with this version of fairseq-syntax-preprocess"
+                )
+            item["src_phrase"] = self._node_values(PHRASE.name, index)
         return item
 
     def _node_values(self, name: str, index: int) -> torch.Tensor:
@@ -144,7 +152,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 [s["src_syntax"] for s in ordered], self._pad(LABEL.name), self._pad(POS.name),
                 left_pad=self.dataset.left_pad_source, length=batch["net_input"]["src_tokens"].size(1),
             )
-            syntax = batch_features(heads, labels, pos, real, token_keys)
+            phrase = collate_nodes([s["src_phrase"] for s in ordered], 0) if "src_phrase" in ordered[0] else ()
+            syntax = batch_features(heads, labels, pos, real, token_keys, *phrase)
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask
