@@ -263,3 +263,29 @@ def test_constituency_model_asks_for_its_key_and_mask_and_the_loss_skips_lines_w
 def test_unknown_nsd_distance_stops_naming_the_flag():
     with pytest.raises((ModelOptionError, SystemExit)):
         parse("transformer_nsd", ["--nsd-distance", "constituency"])
+
+
+# ----------------------------------------------------------------- d_D over words
+
+
+def test_word_units_give_every_piece_its_words_distance():
+    """Pieces ``a1 a2 b c1 c2`` of words A B C, B the root, A and C its dependents (projection ``first``).
+
+    Over words (A = 1, B = 2, C = 3, </s> = 4): d_D = [A -1, -1, B 2, C 1, 1, </s> 2];
+    over pieces: [1 - 3, 2 - 1, 3, 4 - 3, 5 - 4, 6 - 3] = [-2, 1, 3, 1, 1, 3].
+    """
+    from .conftest import LABELS
+
+    sub, other = LABELS.index("<subword>"), LABELS.index("det")
+    heads = torch.tensor([3, 1, 0, 3, 4, 3])  # </s> attaches to the root b
+    labels = torch.tensor([other, sub, other, other, sub, LABELS.eos()])
+    h, l, p, real = collate_trees([(heads, labels, torch.full((6,), 4))], LABELS.pad(), 1, left_pad=True, length=8)
+    keys = {"distance", "distance_word", "distance_line_word"}
+    out = batch_features(h, l, p, real, keys, subword_label=sub)
+    assert out["distance_word"][0].tolist() == [0, 0, -1, -1, 2, 1, 1, 2]
+    assert out["distance_line_word"][0].tolist() == [0, 0, -1, -1, 2, 1, 1, 2]
+    assert out["distance"][0].tolist() == [0, 0, -2, 1, 3, 1, 1, 3]
+    model, _ = build("transformer_nsd", ["--nsd-units", "word"])
+    assert model.syntax_inputs() == {"distance_word"}
+    with pytest.raises(ModelOptionError, match="--nsd-units word"):
+        parse("transformer_nsd", ["--nsd-units", "word", "--nsd-distance", "constituency-depth"])

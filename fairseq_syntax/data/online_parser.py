@@ -35,7 +35,7 @@ from torch import Tensor
 
 from fairseq_syntax_core.databin import NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
 
-from .syntax_features import PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import SUBWORD_LABEL, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,8 @@ class OnlineParser:
                 samples, self.label_dict.pad(), self.pos_dict.pad(), left_pad=self.left_pad, length=src_tokens.size(1)
             )
             phrase = collate_nodes(nodes[PHRASE.name], 0) if needs_phrase else ()
-            features = batch_features(heads, labels, pos, real, token_requested, *phrase)
+            subword = self.label_dict.indices.get(SUBWORD_LABEL, -1)
+            features = batch_features(heads, labels, pos, real, token_requested, *phrase, subword_label=subword)
         for name, values in nodes.items():
             if name in requested:
                 features[name], features[name + "_mask"] = collate_nodes(values, 0)

@@ -11,7 +11,7 @@ from fairseq_syntax_core.databin import HEAD, LABEL, NODE, PHRASE, POS, STREAMS,
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import ALL_FEATURES, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 left_pad=self.dataset.left_pad_source, length=batch["net_input"]["src_tokens"].size(1),
             )
             phrase = collate_nodes([s["src_phrase"] for s in ordered], 0) if "src_phrase" in ordered[0] else ()
-            syntax = batch_features(heads, labels, pos, real, token_keys, *phrase)
+            subword = self.dictionaries[LABEL.name].indices.get(SUBWORD_LABEL, -1)
+            syntax = batch_features(heads, labels, pos, real, token_keys, *phrase, subword_label=subword)
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask

@@ -25,6 +25,9 @@ exactly like ``src_tokens``):
               padding 0
 ``distance_line``      d_D with ``i`` the position in the line (0.1-0.2's ``distance``), so the root
               of a second sentence on a line gets its line position
+``distance_word``, ``distance_line_word``  the same over **words** (``--nsd-units word``): every
+              piece of a word gets its word's d_D, counted in words (the paper parsed words);
+              words are recovered from the ``<subword>`` arcs of the piece tree (:func:`trees.word_start`)
 ``distance_height``    d_S (paper 002 eq. 1, Shen et al. 2018), from the ``phrase`` stream
 ``distance_depth``     d_G (eq. 1, Gomez-Rodriguez and Vilares 2018)
 ``distance_relative``  d_R (eq. 3)
@@ -49,9 +52,11 @@ from torch import Tensor
 
 from fairseq_syntax_core import trees
 
+#: the label of a piece attached to its word's first (or previous) piece (README "Projection onto BPE pieces")
+SUBWORD_LABEL = "<subword>"
 #: constituency distance keys -> their index in :func:`trees.constituency_distances`'s ``(d_S, d_G, d_R)``
 CONSTITUENCY_FEATURES: Dict[str, int] = {"distance_height": 0, "distance_depth": 1, "distance_relative": 2}
-DEPENDENCY_FEATURES = ("distance", "distance_line")
+DEPENDENCY_FEATURES = ("distance", "distance_line", "distance_word", "distance_line_word")
 #: the features that need the ``phrase`` stream (the collater passes its merges)
 PHRASE_FEATURES = tuple(CONSTITUENCY_FEATURES) + tuple(k + "_mask" for k in CONSTITUENCY_FEATURES)
 #: the features derived from the token streams alone
@@ -73,6 +78,7 @@ def append_eos(heads: Tensor, labels: Tensor, pos: Tensor, eos_label: int, eos_p
 
 def sentence_features(
     heads: Tensor, labels: Tensor, pos: Tensor, requested: Iterable[str], phrase: Optional[Tensor] = None,
+    subword_label: int = -1,
 ) -> Dict[str, Tensor]:
     """Per-sentence features (1-D, one entry per source token including ``</s>``).
 
@@ -83,13 +89,13 @@ def sentence_features(
     real = torch.ones(1, heads.numel(), dtype=torch.bool)
     nodes = collate_nodes([phrase.view(-1, 2)], 0) if phrase is not None else (None, None)
     batch = batch_features(heads.long().view(1, -1), labels.long().view(1, -1), pos.long().view(1, -1), real, requested,
-                           *nodes)
+                           *nodes, subword_label=subword_label)
     return {name: value.squeeze(0) for name, value in batch.items()}
 
 
 def batch_features(
     heads: Tensor, labels: Tensor, pos: Tensor, real: Tensor, requested: Iterable[str],
-    phrase: Optional[Tensor] = None, phrase_mask: Optional[Tensor] = None,
+    phrase: Optional[Tensor] = None, phrase_mask: Optional[Tensor] = None, subword_label: int = -1,
 ) -> Dict[str, Tensor]:
     """The features ``requested`` of a padded batch, each ``(B, T)`` like the source.
 
@@ -98,7 +104,8 @@ def batch_features(
     ``real`` is True at the sentences' own positions. ``heads`` stay 1-based within their
     line; ``parents`` index the padded row (padding points to itself); ``depth`` and the
     distances are 0 at padding. The constituency distances need ``phrase (B, N, 2)`` and
-    ``phrase_mask (B, N)``, the collated ``phrase`` stream (:func:`collate_nodes`).
+    ``phrase_mask (B, N)``, the collated ``phrase`` stream (:func:`collate_nodes`); the word-level
+    distances the id of the ``<subword>`` label (``-1``: none, every piece is a word).
     """
     requested = set(requested)
     unknown = requested - set(ALL_FEATURES)
@@ -108,7 +115,7 @@ def batch_features(
     width = heads.size(1)
     columns = torch.arange(width, device=heads.device).unsqueeze(0)
     offset = (~real).long().cumprod(dim=1).sum(dim=1, keepdim=True)  # leading padding of each row
-    if requested & {"parents", "depth", "distance"}:
+    if requested & ({"parents", "depth"} | set(DEPENDENCY_FEATURES)):
         parents = torch.where(real & (heads > 0), heads - 1 + offset, columns)
         if "parents" in requested:
             out["parents"] = parents
@@ -125,6 +132,13 @@ def batch_features(
         out["distance_line"] = torch.where(real, distance, torch.zeros_like(distance))
     if "distance" in requested:
         out["distance"] = sentence_root_distance(heads, parents, real, columns - offset + 1)
+    if requested & {"distance_word", "distance_line_word"}:
+        word_heads, word_positions = word_tree(heads, parents, labels, real, subword_label)
+        if "distance_word" in requested:
+            out["distance_word"] = sentence_root_distance(word_heads, parents, real, word_positions)
+        if "distance_line_word" in requested:
+            distance = trees.dependency_distance(word_heads, positions=word_positions)
+            out["distance_line_word"] = torch.where(real, distance, torch.zeros_like(distance))
     wanted = [k for k in CONSTITUENCY_FEATURES if k in requested or k + "_mask" in requested]
     if wanted:
         if phrase is None or phrase_mask is None:
@@ -144,6 +158,7 @@ def sentence_root_distance(heads: Tensor, parents: Tensor, real: Tensor, positio
     A sentence is a root's tree (:func:`trees.root_index`); its first position counts 1, so a
     root of a second sentence on a line gets ``i - (start - 1)`` instead of its line position
     ``i``. Other tokens keep ``i - h(i)``. The appended ``</s>`` belongs to the last sentence.
+    ``heads`` and ``positions`` are 1-based in the line: of pieces, or of the pieces' words.
     """
     root = trees.root_index(parents)  # (B, T), in the padded row
     big = torch.full_like(positions.expand_as(root), torch.iinfo(torch.long).max)
@@ -151,6 +166,27 @@ def sentence_root_distance(heads: Tensor, parents: Tensor, real: Tensor, positio
     own = positions.expand_as(root) - start.gather(1, root) + 1  # the root's position in its sentence
     distance = torch.where(heads > 0, positions - heads, own)
     return torch.where(real, distance, torch.zeros_like(distance))
+
+
+def word_tree(heads: Tensor, parents: Tensor, labels: Tensor, real: Tensor, subword_label: int
+              ) -> "tuple[Tensor, Tensor]":
+    """Each piece's word as ``(word_heads, word_positions)``, ``(B, T)``: the 1-based position in the line
+    of the piece's word, and of its word's head word (0 for a root word).
+
+    Words are undone from the projection (README "Projection onto BPE pieces"): a piece labelled
+    ``<subword>`` belongs to the word of the piece it attaches to (:func:`trees.word_start`); a
+    word's head is that of its first piece. ``</s>`` is a word of its own. Padding gets 0.
+    """
+    columns = torch.arange(heads.size(1), device=heads.device).unsqueeze(0).expand_as(heads)
+    start = trees.word_start(parents, labels, subword_label) if subword_label >= 0 else columns
+    first = (start == columns) & real
+    position = first.long().cumsum(dim=1)  # word position of each first piece
+    word_positions = position.gather(1, start)
+    head_piece = parents.gather(1, start)  # the head of the word's first piece (roots: themselves)
+    head_word = position.gather(1, start.gather(1, head_piece))
+    is_root = heads.gather(1, start) == 0
+    word_heads = torch.where(is_root | ~real, torch.zeros_like(head_word), head_word)
+    return word_heads, torch.where(real, word_positions, torch.zeros_like(word_positions))
 
 
 def padded_constituency_distances(

@@ -10,7 +10,9 @@ derived per batch in :mod:`fairseq_syntax.data.syntax_features`)
     ``--nsd-roots sentence`` (default): ``i`` of a root is its position within its own parser
     sentence (``distance``), the paper's ``i`` (it parsed one sentence at a time);
     ``--nsd-roots line``: its position in the line (``distance_line``, 0.1-0.2's ``distance``),
-    so the root of a second sentence on a line gets a large value.
+    so the root of a second sentence on a line gets a large value. ``--nsd-units word``: ``i`` and
+    ``h(i)`` count words, as the paper's parses did, and every piece of a word gets its word's
+    ``d_D`` (``distance_word``, ``distance_line_word``); ``piece`` (default): they count BPE pieces.
     ``constituency-height``: ``d_S`` (eq. 1, Shen et al.), the height of the LCA of ``w_i`` and
     ``w_{i+1}``, ``>= 1``, ``H`` at the last piece; ``constituency-depth``: ``d_G``, the number of
     their common ancestors, ``>= 0``; ``constituency-relative``: ``d_R`` (eq. 3), ``d_G``'s
@@ -96,6 +98,7 @@ __all__ = [
     "NSD_DISTANCES",
     "NSD_ROOTS",
     "NSD_RANK_NORMS",
+    "NSD_UNITS",
     "nsd_distance_key",
     "NSD_LOGITS_KEY",
     "NSD_MASK_KEY",
@@ -121,6 +124,8 @@ NSD_DISTANCES: Dict[str, str] = {
 }
 #: ``--nsd-roots``: a root's ``i`` in eq. 4, within its own sentence or within the line
 NSD_ROOTS: Tuple[str, ...] = ("sentence", "line")
+#: ``--nsd-units``: d_D counted in BPE pieces or in words (pieces of a word share its distance)
+NSD_UNITS: Tuple[str, ...] = ("piece", "word")
 #: ``--nsd-rank-norm``: the hinge of eq. 19 per token (default) or summed over pairs
 NSD_RANK_NORMS: Tuple[str, ...] = ("token", "none")
 #: where the encoder output dict and the model's ``extra`` output carry the eq. 11 logits
@@ -131,13 +136,21 @@ NSD_MASK_KEY = "src_nsd_padding_mask"
 NSD_INPUT_MODES: Tuple[str, ...] = ("none", "concat", "add", "linear")
 
 
-def nsd_distance_key(distance: str, roots: str = "sentence") -> str:
-    """The ``src_syntax`` key of ``--nsd-distance distance`` (``--nsd-roots roots`` for ``dependency``)."""
+def nsd_distance_key(distance: str, roots: str = "sentence", units: str = "piece") -> str:
+    """The ``src_syntax`` key of ``--nsd-distance distance`` (``--nsd-roots``, ``--nsd-units`` for ``dependency``)."""
     if distance not in NSD_DISTANCES:
         raise ValueError(f"--nsd-distance must be one of {list(NSD_DISTANCES)}, got {distance!r}")
     if roots not in NSD_ROOTS:
         raise ValueError(f"--nsd-roots must be one of {list(NSD_ROOTS)}, got {roots!r}")
-    return "distance_line" if distance == "dependency" and roots == "line" else NSD_DISTANCES[distance]
+    if units not in NSD_UNITS:
+        raise ValueError(f"--nsd-units must be one of {list(NSD_UNITS)}, got {units!r}")
+    if distance != "dependency":
+        if units != "piece":
+            raise ValueError(f"--nsd-units {units} works with --nsd-distance dependency; the constituency "
+                             "distances are over the phrase structure's leaves, the pieces")
+        return NSD_DISTANCES[distance]
+    key = "distance_line" if roots == "line" else "distance"
+    return key + "_word" if units == "word" else key
 
 
 def distance_embedding_index(distance: Tensor, max_distance: int, padding_mask: Optional[Tensor]) -> Tensor:

@@ -28,7 +28,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
 from fairseq_syntax_core.errors import UsageError
-from fairseq_syntax.modules.syntactic_distance import NSD_DISTANCES, NSD_ROOTS, nsd_distance_key
+from fairseq_syntax.modules.syntactic_distance import NSD_DISTANCES, NSD_ROOTS, NSD_UNITS, nsd_distance_key
 from fairseq_syntax.modules.syntax_embedding import parse_feature_list
 
 __all__ = [
@@ -145,6 +145,9 @@ class SyntaxModelConfig(FairseqDataclass):
                            "line of several parser sentences: sentence = its position within its own sentence "
                            "(the paper parsed one sentence at a time), line = its position in the line (0.2's "
                            "d_D; checkpoints made before this option keep it)", choices=NSD_ROOTS)
+    nsd_units: ChoiceEnum(NSD_UNITS) = _opt("piece", "units of d_D (paper 002 eq. 4): piece = positions and heads count BPE "
+                           "pieces; word = they count words, as the paper's parses did, and every piece of a word "
+                           "gets its word's distance (--nsd-distance dependency only)", choices=NSD_UNITS)
     nsd_input: ChoiceEnum(NSD_INPUT_MODES) = _opt("none", "the distance as input, combined with the word embedding (paper 002 eqs. 5-10): "
                           "concat (eq. 8, widens the encoder by --nsd-embed-dim), add (eq. 9), linear W[x;e]+b "
                           "(eq. 10); none disables", choices=NSD_INPUT_MODES)
@@ -254,6 +257,11 @@ class SyntaxModelConfig(FairseqDataclass):
                 f"--nsd-spe-lambda {self.nsd_spe_lambda}: expected 0 (off) or a finite period > 1 "
                 "(paper 002 eqs. 15-16; the paper's best: 40)"
             )
+        if self.nsd_units != "piece" and self.nsd_distance != "dependency":
+            raise ModelOptionError(
+                f"--nsd-units {self.nsd_units}: word units work with --nsd-distance dependency; "
+                f"--nsd-distance {self.nsd_distance} is over the phrase structure's leaves, the pieces"
+            )
         if not 0 < self.pascal_variance < math.inf:
             raise ModelOptionError(
                 f"--pascal-variance {self.pascal_variance}: expected a finite variance > 0 (paper: 1)"
@@ -278,7 +286,7 @@ class SyntaxModelConfig(FairseqDataclass):
     @property
     def nsd_key(self) -> str:
         """The ``src_syntax`` key of the source distance (``--nsd-distance``, ``--nsd-roots``)."""
-        return nsd_distance_key(str(self.nsd_distance), str(self.nsd_roots))
+        return nsd_distance_key(str(self.nsd_distance), str(self.nsd_roots), str(self.nsd_units))
 
     @property
     def uses_nsd(self) -> bool:
