@@ -65,6 +65,12 @@ FEATURES = ("heads", "parents", "depth", "labels", "pos") + DEPENDENCY_FEATURES
 ALL_FEATURES = FEATURES + PHRASE_FEATURES
 
 
+def derivable_features(streams: Iterable[str]) -> "tuple[str, ...]":
+    """The features a data-bin holding ``streams`` (registry names) can give: the constituency
+    distances need the ``phrase`` stream, the others the token streams every data-bin holds."""
+    return FEATURES + (PHRASE_FEATURES if "phrase" in set(streams) else ())
+
+
 def append_eos(heads: Tensor, labels: Tensor, pos: Tensor, eos_label: int, eos_pos: int):
     """Stored per-piece streams plus the entry of the appended ``</s>`` (see module doc)."""
     roots = torch.nonzero(heads == 0).flatten()

@@ -15,7 +15,7 @@ from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
-from fairseq_syntax.data.syntax_features import FEATURES
+from fairseq_syntax.data.syntax_features import derivable_features
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
@@ -256,7 +256,7 @@ class SyntaxTranslationTask(TranslationTask):
         inputs = getattr(model, "syntax_inputs", None)
         if callable(inputs):
             wanted = set(inputs())
-            absent = wanted - set(FEATURES) - set(self.stream_names)
+            absent = wanted - set(derivable_features(self.stream_names)) - set(self.stream_names)
             if absent:
                 raise DataBinError(
                     os.path.join(utils.split_paths(self.cfg.data)[0], METADATA_FILE), None,
