@@ -21,7 +21,9 @@ def test_eos_attaches_to_last_root():
     feats = sentence_features(h, l, p, FEATURES)
     assert feats["depth"].tolist() == [0, 1, 0, 1, 1]
     assert feats["parents"].tolist() == [0, 0, 2, 2, 2]
-    assert feats["distance"].tolist() == [1, 1, 3, 1, 2]  # d_D(i) = i - h(i), paper 002 eq. 4
+    # d_D(i) = i - h(i), paper 002 eq. 4: a root's i within its own sentence (--nsd-roots sentence) ...
+    assert feats["distance"].tolist() == [1, 1, 1, 1, 2]
+    assert feats["distance_line"].tolist() == [1, 1, 3, 1, 2]  # ... or within the line (--nsd-roots line)
 
 
 @pytest.mark.parametrize("left_pad", [True, False])

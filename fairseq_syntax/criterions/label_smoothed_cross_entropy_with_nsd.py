@@ -1,33 +1,47 @@
 """Label-smoothed cross-entropy plus the source-side NSD losses of paper 002 (Ma et al. 2019).
 
-``L = L_NMT + w_dist * L_dist + w_ent * L_ent`` (paper 002 eq. 17 with a weight per term; the
-paper's weights are 1):
+``L = L_NMT + w_dist (w_mse L_mse + w_rank L_rank) + w_ent L_ent`` (paper 002 eq. 17 with a
+weight per term; the paper's weights are all 1, the defaults here):
 
 * ``L_NMT``: fairseq's ``label_smoothed_cross_entropy`` (eq. 18 with label smoothing);
-* ``L_dist`` (eq. 19, ``--nsd-dist-weight``): ``Σ_i (d_i - d̂_i)^2`` plus the pairwise ranking
-  hinge ``Σ_{i, j>i} [1 - sign(d_i - d_j)(d̂_i - d̂_j)]_+`` of Shen et al. (2018), with ``d̂_i`` the
-  expectation of the eq. 11 distribution;
+* ``L_dist`` (eq. 19, joint weight ``--nsd-dist-weight``): ``L_mse = Σ_i (d_i - d̂_i)^2``
+  (``--nsd-mse-weight``) plus the pairwise ranking hinge
+  ``L_rank = Σ_{i, j>i} [1 - sign(d_i - d_j)(d̂_i - d̂_j)]_+`` of Shen et al. (2018)
+  (``--nsd-rank-weight``), with ``d̂_i`` the expectation of the eq. 11 distribution; the hinge
+  per token by default (``--nsd-rank-norm token``: each sentence's hinge divided by its number
+  of pairs, times its number of tokens), or summed over all pairs (``none``, 0.2's scale);
 * ``L_ent`` (eq. 20, ``--nsd-ent-weight``): cross-entropy of eq. 11 against the gold distance.
 
-The readings of the garbled equations are those of
-:mod:`fairseq_syntax.modules.syntactic_distance`. All terms are sums over the real source
-tokens of the batch (padding contributes nothing), like fairseq's token-summed NMT loss, so
-the trainer's division by the sample size treats them alike. The model must predict
-distances (``--nsd-predict``, on in ``transformer_nsd``): its forward returns the eq. 11 logits
-in ``extra["src_nsd_logits"]`` from the same encoder pass as the translation; the gold
-distances are the model's own input ``net_input["src_syntax"]["distance"]`` (the model lists
-``"distance"`` in ``syntax_inputs()``, so the task provides it).
+Which tokens count: the source pieces with a gold distance. The appended ``</s>`` is left out
+(its ``d_D`` is a large value that is no syntax; ``--nsd-loss-eos`` puts it back, 0.2's
+behaviour), so is padding, and so is every piece of a line without a phrase structure when
+the distance is a constituency one (``--phrase-fallback``; the batch's ``KEY_mask``).
 
-Logged per real source token: ``nsd_mse``, ``nsd_rank`` (the two parts of eq. 19), ``nsd_ent``
-(eq. 20, in bits like fairseq's losses), and ``nsd_acc`` (argmax accuracy of eq. 11, %).
+Table 1 of the paper, output rows: ``--nsd-dist-weight 0 --nsd-ent-weight 0`` (L_NMT only),
+``--nsd-dist-weight 0`` (+ L_ent), ``--nsd-ent-weight 0`` (+ L_dist), defaults (all three).
+
+The readings of the garbled equations are those of
+:mod:`fairseq_syntax.modules.syntactic_distance`. All terms are sums over tokens, like
+fairseq's token-summed NMT loss, so the trainer's division by the sample size treats them
+alike. The model must predict distances (``--nsd-predict``, on in ``transformer_nsd``): its
+forward returns the eq. 11 logits in ``extra["src_nsd_logits"]`` from the same encoder pass as
+the translation; the gold distances are the batch's ``net_input["src_syntax"][KEY]``, ``KEY``
+the model's own (``model.encoder.nsd_key``: ``--nsd-distance``, ``--nsd-roots``), which the
+model lists in ``syntax_inputs()`` so that the task provides it.
+
+Logged per counted source token: ``nsd_mse``, ``nsd_rank`` (the two parts of eq. 19 before
+their weights, ``nsd_rank`` normalised as ``--nsd-rank-norm``), ``nsd_ent`` (eq. 20, in bits
+like fairseq's losses), and ``nsd_acc`` (argmax accuracy of eq. 11, %).
 Target-side NSD (the decoder predicting distances, :mod:`.target_nsd`): the same terms on the
-target, logged as ``tgt_nsd_*``; either side alone or both.
+target (same weights and hinge normalisation; ``</s>`` and padding never count there), logged
+as ``tgt_nsd_*``; either side alone or both.
 """
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+import torch
 from torch import Tensor
 
 from fairseq import utils
@@ -36,6 +50,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
+from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 
 from fairseq_syntax.criterions.target_nsd import (
@@ -44,10 +59,13 @@ from fairseq_syntax.criterions.target_nsd import (
     reduce_target_nsd_metrics,
     target_nsd_losses,
 )
+from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax.data.syntax_features import CONSTITUENCY_FEATURES, DEPENDENCY_FEATURES
+
 from fairseq_syntax.modules.syntactic_distance import (
-    NSD_DISTANCES,
     NSD_LOGITS_KEY,
     NSD_MASK_KEY,
+    NSD_RANK_NORMS,
     distance_class,
     expected_distance,
     nsd_cross_entropy,
@@ -56,42 +74,69 @@ from fairseq_syntax.modules.syntactic_distance import (
 )
 
 
+#: the ``src_syntax`` keys that hold a distance (paper 002 eqs. 1-4)
+DISTANCE_KEYS = DEPENDENCY_FEATURES + tuple(CONSTITUENCY_FEATURES)
+
+
 @dataclass
 class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionConfig):
     nsd_dist_weight: float = field(
         default=1.0,
-        metadata={"help": "weight of the distance-aware loss of paper 002 eq. 19 (squared error + pairwise hinge)"},
+        metadata={"help": "joint weight of the distance-aware loss of paper 002 eq. 19 (squared error + pairwise "
+                          "hinge; each further weighted by --nsd-mse-weight, --nsd-rank-weight); paper: 1"},
+    )
+    nsd_mse_weight: float = field(
+        default=1.0, metadata={"help": "weight of eq. 19's squared error sum_i (d_i - d^_i)^2 (times --nsd-dist-weight)"},
+    )
+    nsd_rank_weight: float = field(
+        default=1.0, metadata={"help": "weight of eq. 19's pairwise ranking hinge (times --nsd-dist-weight)"},
     )
     nsd_ent_weight: float = field(
         default=1.0,
-        metadata={"help": "weight of the cross-entropy of the predicted distances, paper 002 eq. 20"},
+        metadata={"help": "weight of the cross-entropy of the predicted distances, paper 002 eq. 20; paper: 1"},
+    )
+    nsd_rank_norm: ChoiceEnum(NSD_RANK_NORMS) = field(
+        default="token",
+        metadata={"help": "scale of eq. 19's hinge: token = each sentence's hinge / its pairs * its tokens (a sum "
+                          "over tokens like the other terms); none = the plain sum over all pairs (0.2)"},
+    )
+    nsd_loss_eos: bool = field(
+        default=False,
+        metadata={"help": "count the appended </s> (whose d_D attaches it to the last root) in the NSD losses and "
+                          "accuracy, as 0.2 did; by default it is left out"},
     )
     nsd_distance_key: str = field(
-        default=NSD_DISTANCES["dependency"],
-        metadata={"help": "src_syntax key holding the gold distances (d_D of paper 002 eq. 4)"},
+        default="",
+        metadata={"help": "src_syntax key holding the gold distances; empty: the model's own (--nsd-distance)"},
     )
 
 
-def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor) -> Dict[str, Tensor]:
+def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Optional[Tensor] = None,
+               rank_norm: str = "none") -> Dict[str, Tensor]:
     """The source NSD loss terms of paper 002 for one batch.
 
     Args:
         logits: ``(B, T, 2D+1)`` eq. 11 logits.
         gold: ``(B, T)`` gold distances (any integers; clipped to ``±D``).
         padding_mask: ``(B, T)`` True at padding.
+        counted: ``(B, T)`` True where a token has a gold distance (default: every real token);
+            the criterion leaves out ``</s>`` and lines without a tree here.
+        rank_norm: ``--nsd-rank-norm`` (``token`` or ``none``).
 
     Returns:
-        sums over real tokens: ``mse`` and ``rank`` (eq. 19), ``ent`` (eq. 20), ``correct``
-        (argmax hits) and ``tokens`` (real tokens).
+        sums over counted tokens: ``mse`` and ``rank`` (eq. 19), ``ent`` (eq. 20), ``correct``
+        (argmax hits) and ``tokens`` (counted tokens).
     """
     mask = ~padding_mask
+    if counted is not None:
+        mask = mask & counted.to(mask.device)
     max_distance = (logits.size(-1) - 1) // 2
     gold = gold.to(logits.device)
     predicted = expected_distance(logits)  # d̂_i
     hits = logits.argmax(-1).eq(distance_class(gold, max_distance)) & mask
     return {
         "mse": nsd_squared_error(predicted, gold, mask, max_distance),
-        "rank": nsd_rank_hinge(predicted, gold, mask, max_distance),
+        "rank": nsd_rank_hinge(predicted, gold, mask, max_distance, norm=rank_norm),
         "ent": nsd_cross_entropy(logits, gold, mask),
         "correct": hits.sum(),
         "tokens": mask.sum(),
@@ -111,12 +156,24 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
         report_accuracy: bool = False,
         nsd_dist_weight: float = 1.0,
         nsd_ent_weight: float = 1.0,
-        nsd_distance_key: str = NSD_DISTANCES["dependency"],
+        nsd_distance_key: str = "",
+        nsd_mse_weight: float = 1.0,
+        nsd_rank_weight: float = 1.0,
+        nsd_rank_norm: str = "token",
+        nsd_loss_eos: bool = False,
     ) -> None:
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
-        self.nsd_dist_weight = nsd_dist_weight
-        self.nsd_ent_weight = nsd_ent_weight
-        self.nsd_distance_key = nsd_distance_key
+        weights = {"nsd_dist_weight": nsd_dist_weight, "nsd_mse_weight": nsd_mse_weight,
+                   "nsd_rank_weight": nsd_rank_weight, "nsd_ent_weight": nsd_ent_weight}
+        for name, value in weights.items():
+            if not 0 <= float(value) < math.inf:  # NaN fails too
+                raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite weight >= 0 (paper 002: 1)")
+            setattr(self, name, float(value))
+        if str(nsd_rank_norm) not in NSD_RANK_NORMS:
+            raise UsageError(f"--nsd-rank-norm must be one of {list(NSD_RANK_NORMS)}, got {nsd_rank_norm!r}")
+        self.nsd_rank_norm = str(nsd_rank_norm)
+        self.nsd_loss_eos = bool(nsd_loss_eos)
+        self.nsd_distance_key = nsd_distance_key or None
 
     def forward(self, model, sample: Dict[str, Any], reduce: bool = True) -> Tuple[Tensor, int, Dict[str, Any]]:
         """Loss, sample size and logging outputs (see fairseq's criterion), NSD terms added."""
@@ -135,21 +192,29 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
             logging_output["n_correct"] = utils.item(n_correct.data)
             logging_output["total"] = utils.item(total.data)
 
-        terms = self.compute_nsd_losses(net_output, sample)
-        loss = loss + self.nsd_dist_weight * (terms["mse"] + terms["rank"]) + self.nsd_ent_weight * terms["ent"]
+        terms = self.compute_nsd_losses(net_output, sample, model)
+        dist = self.nsd_mse_weight * terms["mse"] + self.nsd_rank_weight * terms["rank"]  # eq. 19
+        loss = loss + self.nsd_dist_weight * dist + self.nsd_ent_weight * terms["ent"]  # eq. 17
         logging_output["loss"] = loss.data
         for name in ("mse", "rank", "ent"):
             logging_output[f"nsd_{name}"] = terms[name].data
         logging_output["nsd_correct"] = utils.item(terms["correct"].data)
         logging_output["nsd_tokens"] = utils.item(terms["tokens"].data)
         # target side (paper 002 secs. 3.1-3.3; None when the decoder predicts no distances)
-        tgt_terms = target_nsd_losses(net_output, sample, nsd_losses, self.nsd_distance_key, self.padding_idx,
+        tgt_key = getattr(getattr(model, "decoder", None), "nsd_key", None) or "distance"
+        tgt_terms = target_nsd_losses(net_output, sample, self.target_terms, tgt_key, self.padding_idx,
                                       self.task.target_dictionary.eos())
         if tgt_terms is not None:
-            loss = add_target_nsd(loss, tgt_terms, self.nsd_dist_weight, self.nsd_ent_weight, logging_output)
+            loss = add_target_nsd(loss, tgt_terms, self.nsd_dist_weight, self.nsd_ent_weight, logging_output,
+                                  self.nsd_mse_weight, self.nsd_rank_weight)
         return loss, sample_size, logging_output
 
-    def compute_nsd_losses(self, net_output, sample: Dict[str, Any]) -> Dict[str, Tensor]:
+    def target_terms(self, logits: Tensor, gold: Tensor, ignored: Tensor,
+                     counted: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """The target's eqs. 19-20: :func:`nsd_losses` with this criterion's hinge normalisation."""
+        return nsd_losses(logits, gold, ignored, counted, self.nsd_rank_norm)
+
+    def compute_nsd_losses(self, net_output, sample: Dict[str, Any], model=None) -> Dict[str, Tensor]:
         """Eqs. 19-20 from the model's ``extra`` output and the gold distances of the batch."""
         extra = net_output[1] if isinstance(net_output, (tuple, list)) and len(net_output) > 1 else {}
         logits = extra.get(NSD_LOGITS_KEY) if isinstance(extra, dict) else None
@@ -162,13 +227,32 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
                 "--nsd-target-predict"
             )
         syntax = sample["net_input"].get("src_syntax") or {}
-        gold = syntax.get(self.nsd_distance_key)
+        key = self.nsd_distance_key or self.model_key(model, syntax)
+        gold = syntax.get(key)
         if gold is None:
             raise ValueError(
-                f"the batch has no gold distances net_input['src_syntax'][{self.nsd_distance_key!r}] "
+                f"the batch has no gold distances net_input['src_syntax'][{key!r}] "
                 "(use the syntax_translation task with a model whose syntax_inputs() lists it)"
             )
-        return nsd_losses(logits[0], gold, extra[NSD_MASK_KEY][0])
+        padding = extra[NSD_MASK_KEY][0]
+        counted = torch.ones_like(padding)
+        if not self.nsd_loss_eos:
+            counted = sample["net_input"]["src_tokens"].ne(self.task.source_dictionary.eos()).to(padding.device)
+        if key + "_mask" in syntax:  # constituency: lines without a tree have no gold distance
+            counted = counted & syntax[key + "_mask"].to(padding.device)
+        return nsd_losses(logits[0], gold, padding, counted, self.nsd_rank_norm)
+
+    @staticmethod
+    def model_key(model, syntax: Dict[str, Tensor]) -> str:
+        """The ``src_syntax`` key of the model's distances (``--nsd-distance``, ``--nsd-roots``).
+
+        Without a model: the one distance key the batch holds (``distance`` if none or several).
+        """
+        key = getattr(getattr(model, "encoder", None), "nsd_key", None)
+        if key is not None:
+            return key
+        present = [k for k in syntax if k in DISTANCE_KEYS]
+        return present[0] if len(present) == 1 else "distance"
 
     @classmethod
     def reduce_metrics(cls, logging_outputs: List[Dict[str, Any]]) -> None:

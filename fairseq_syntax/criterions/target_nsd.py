@@ -6,8 +6,9 @@ With ``--nsd-target-predict`` the decoder's eq. 11 logits ``extra["tgt_nsd_logit
 loss functions (``nsd_losses`` of the criterion: the squared error and the pairwise hinge of
 eq. 19, the cross-entropy of eq. 20, with the same readings, clipping and sums). The real
 target tokens are those that are neither padding nor the final ``</s>`` (which has no
-distance: 0 in the data). Weights: the criterion's ``--nsd-dist-weight`` and
-``--nsd-ent-weight``, shared with the source terms.
+distance: 0 in the data); with a constituency distance, the pieces of a target line without a
+tree are left out too (``KEY_mask``). Weights and the hinge's normalisation are the criterion's
+(``--nsd-dist/mse/rank/ent-weight``, ``--nsd-rank-norm``), shared with the source terms.
 
 Logged per real target token: ``tgt_nsd_mse``, ``tgt_nsd_rank``, ``tgt_nsd_ent`` (bits) and
 ``tgt_nsd_acc`` (%), beside the source's ``nsd_*``.
@@ -26,8 +27,9 @@ from fairseq_syntax.modules.target_distance import TGT_NSD_LOGITS_KEY
 
 __all__ = ["target_nsd_losses", "add_target_nsd", "no_source_terms", "reduce_target_nsd_metrics"]
 
-#: what a loss-term function takes and returns: ``(logits, gold, padding_mask) -> {mse, rank, ent, correct, tokens}``
-LossTerms = Callable[[Tensor, Tensor, Tensor], Dict[str, Tensor]]
+#: what a loss-term function takes and returns:
+#: ``(logits, gold, ignored, counted) -> {mse, rank, ent, correct, tokens}``
+LossTerms = Callable[[Tensor, Tensor, Tensor, Optional[Tensor]], Dict[str, Tensor]]
 
 
 def target_nsd_losses(net_output: Any, sample: Dict[str, Any], losses: LossTerms,
@@ -56,7 +58,8 @@ def target_nsd_losses(net_output: Any, sample: Dict[str, Any], losses: LossTerms
     ignored = target.eq(pad) if pad is not None else torch.zeros_like(target, dtype=torch.bool)
     if eos is not None:
         ignored = ignored | target.eq(eos)
-    return losses(logits[0], gold, ignored)
+    counted = (sample.get("target_syntax") or {}).get(distance_key + "_mask")  # constituency: lines with a tree
+    return losses(logits[0], gold, ignored, counted.bool() if counted is not None else None)
 
 
 def no_source_terms(net_output: Any) -> Optional[Dict[str, Tensor]]:
@@ -71,9 +74,9 @@ def no_source_terms(net_output: Any) -> Optional[Dict[str, Tensor]]:
 
 
 def add_target_nsd(loss: Tensor, terms: Dict[str, Tensor], dist_weight: float, ent_weight: float,
-                   logging_output: Dict[str, Any]) -> Tensor:
-    """``loss + w_dist (mse + rank) + w_ent ent`` (eqs. 17, 19-20 on the target); logs the ``tgt_nsd_*`` sums."""
-    loss = loss + dist_weight * (terms["mse"] + terms["rank"]) + ent_weight * terms["ent"]
+                   logging_output: Dict[str, Any], mse_weight: float = 1.0, rank_weight: float = 1.0) -> Tensor:
+    """``loss + w_dist (w_mse mse + w_rank rank) + w_ent ent`` (eqs. 17, 19-20 on the target); logs the sums."""
+    loss = loss + dist_weight * (mse_weight * terms["mse"] + rank_weight * terms["rank"]) + ent_weight * terms["ent"]
     for name in ("mse", "rank", "ent"):
         logging_output[f"tgt_nsd_{name}"] = terms[name].data
     logging_output["tgt_nsd_correct"] = utils.item(terms["correct"].data)

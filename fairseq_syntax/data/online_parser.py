@@ -33,9 +33,9 @@ from fairseq.data import Dictionary
 from fairseq.tokenizer import tokenize_line
 from torch import Tensor
 
-from fairseq_syntax_core.databin import NODE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
+from fairseq_syntax_core.databin import NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
 
-from .syntax_features import append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import SUBWORD_LABEL, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -146,9 +146,12 @@ class OnlineParser:
         """``src_syntax`` for a padded batch of source ids whose rows have the given texts."""
         texts = texts if texts is not None else [None] * src_tokens.size(0)
         node_names = sorted(n for n in requested if n in STREAMS and STREAMS[n].granularity == NODE)
+        token_requested = set(requested) - set(node_names)
+        needs_phrase = bool(token_requested & set(PHRASE_FEATURES))  # constituency distances (paper 002)
+        if needs_phrase and PHRASE.name not in node_names:
+            node_names.append(PHRASE.name)
         if node_names:
             self._check_phrase_source()
-        token_requested = set(requested) - set(node_names)
         samples = []
         nodes: Dict[str, List[Tensor]] = {name: [] for name in node_names}
         for tree in self.piece_trees(self.pieces_of(src_tokens, texts)):
@@ -168,9 +171,12 @@ class OnlineParser:
             heads, labels, pos, real = collate_trees(
                 samples, self.label_dict.pad(), self.pos_dict.pad(), left_pad=self.left_pad, length=src_tokens.size(1)
             )
-            features = batch_features(heads, labels, pos, real, token_requested)
+            phrase = collate_nodes(nodes[PHRASE.name], 0) if needs_phrase else ()
+            subword = self.label_dict.indices.get(SUBWORD_LABEL, -1)
+            features = batch_features(heads, labels, pos, real, token_requested, *phrase, subword_label=subword)
         for name, values in nodes.items():
-            features[name], features[name + "_mask"] = collate_nodes(values, 0)
+            if name in requested:
+                features[name], features[name + "_mask"] = collate_nodes(values, 0)
         return {k: v.to(src_tokens.device) for k, v in features.items()}
 
     def _check_phrase_source(self) -> None:

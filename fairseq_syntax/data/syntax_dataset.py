@@ -7,11 +7,11 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 
-from fairseq_syntax_core.databin import HEAD, LABEL, NODE, POS, STREAMS, TOKEN
+from fairseq_syntax_core.databin import HEAD, LABEL, NODE, PHRASE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 from .target_syntax import NET_INPUT_KEY, SAMPLE_KEY, collate_target_syntax
 
 logger = logging.getLogger(__name__)
@@ -125,10 +125,13 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         item = self.dataset[index]
         if self.target_requested and item.get("target") is not None:
             item["tgt_syntax"] = self._target_item(index)
+            if self.target_requested & set(PHRASE_FEATURES):  # target constituency distances: the merges
+                values = self.target_streams[PHRASE.name][index].long()
+                item["tgt_phrase"] = values.view(-1, STREAMS[PHRASE.name].width)
         if not self.requested:
             return item
         token_keys = self.requested - set(self.node_streams)
-        absent = token_keys - set(FEATURES)
+        absent = token_keys - set(ALL_FEATURES)
         if absent:
             raise SideFileError(
                 f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
@@ -142,6 +145,14 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         item["src_nodes"] = {
             n: self._node_values(n, index) for n in self.node_streams if n in self.requested
         }
+        if token_keys & set(PHRASE_FEATURES):  # the constituency distances are derived from the merges
+            if PHRASE.name not in self.streams:
+                raise SideFileError(
+                    f"the model needs the {PHRASE.name} side-file for the constituency distances (--nsd-distance), "
+                    f"which this data-bin does not hold (it holds {', '.join(self.streams)}): remake the data-bin "
+                    "with this version of fairseq-syntax-preprocess"
+                )
+            item["src_phrase"] = self._node_values(PHRASE.name, index)
         return item
 
     def _target_item(self, index: int):
@@ -173,6 +184,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 [s["tgt_syntax"] for s in ordered], self.target_requested,
                 self.target_dictionaries[LABEL.name].pad(), self.target_dictionaries[POS.name].pad(),
                 left_pad=self.dataset.left_pad_target, length=batch["target"].size(1),
+                phrases=[s["tgt_phrase"] for s in ordered] if "tgt_phrase" in ordered[0] else None,
+                subword_label=self.target_dictionaries[LABEL.name].indices.get(SUBWORD_LABEL, -1),
             )
         if "src_syntax" not in samples[0]:
             return batch
@@ -183,7 +196,9 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 [s["src_syntax"] for s in ordered], self._pad(LABEL.name), self._pad(POS.name),
                 left_pad=self.dataset.left_pad_source, length=batch["net_input"]["src_tokens"].size(1),
             )
-            syntax = batch_features(heads, labels, pos, real, token_keys)
+            phrase = collate_nodes([s["src_phrase"] for s in ordered], 0) if "src_phrase" in ordered[0] else ()
+            subword = self.dictionaries[LABEL.name].indices.get(SUBWORD_LABEL, -1)
+            syntax = batch_features(heads, labels, pos, real, token_keys, *phrase, subword_label=subword)
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask

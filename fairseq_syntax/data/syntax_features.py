@@ -19,7 +19,26 @@ exactly like ``src_tokens``):
 ``depth``     tree depth, root 0 (paper 000 sec. 4); padding 0
 ``labels``    dependency-label ids (padding: the label dictionary's pad)
 ``pos``       POS ids (padding: the POS dictionary's pad)
-``distance``  dependency syntactic distance d_D(i) = i - h(i) (paper 002 eq. 4); padding 0
+``distance``  dependency syntactic distance d_D(i) = i - h(i) (paper 002 eq. 4); a root's ``i`` is
+              its position within its own parser sentence (the first position of its tree
+              counts 1), the paper's ``i``: on a line of one sentence, the line position;
+              padding 0
+``distance_line``      d_D with ``i`` the position in the line (0.1-0.2's ``distance``), so the root
+              of a second sentence on a line gets its line position
+``distance_word``, ``distance_line_word``  the same over **words** (``--nsd-units word``): every
+              piece of a word gets its word's d_D, counted in words (the paper parsed words);
+              words are recovered from the ``<subword>`` arcs of the piece tree (:func:`trees.word_start`)
+``distance_height``    d_S (paper 002 eq. 1, Shen et al. 2018), from the ``phrase`` stream
+``distance_depth``     d_G (eq. 1, Gomez-Rodriguez and Vilares 2018)
+``distance_relative``  d_R (eq. 3)
+``KEY_mask``  for each constituency key requested: True at the real pieces of a line that has
+              a phrase structure (a line kept by ``--phrase-fallback`` has none: all False)
+
+The constituency distances (:func:`fairseq_syntax_core.trees.constituency_distances`, per
+source piece as the stored tree's leaves) need the batch's ``phrase`` merges
+(:func:`collate_nodes`); ``</s>`` is no leaf of the tree and gets 0 in all three, as does
+every piece of a line without a tree. ``</s>`` (and padding, and lines without a tree) carry
+no gold distance: the NSD losses leave them out (``label_smoothed_cross_entropy_with_nsd``).
 
 Pairwise quantities (relative depth, tree distance, root paths) are derived from these in
 the model, batched, with :mod:`fairseq_syntax_core.trees`.
@@ -33,7 +52,23 @@ from torch import Tensor
 
 from fairseq_syntax_core import trees
 
-FEATURES = ("heads", "parents", "depth", "labels", "pos", "distance")
+#: the label of a piece attached to its word's first (or previous) piece (README "Projection onto BPE pieces")
+SUBWORD_LABEL = "<subword>"
+#: constituency distance keys -> their index in :func:`trees.constituency_distances`'s ``(d_S, d_G, d_R)``
+CONSTITUENCY_FEATURES: Dict[str, int] = {"distance_height": 0, "distance_depth": 1, "distance_relative": 2}
+DEPENDENCY_FEATURES = ("distance", "distance_line", "distance_word", "distance_line_word")
+#: the features that need the ``phrase`` stream (the collater passes its merges)
+PHRASE_FEATURES = tuple(CONSTITUENCY_FEATURES) + tuple(k + "_mask" for k in CONSTITUENCY_FEATURES)
+#: the features derived from the token streams alone
+FEATURES = ("heads", "parents", "depth", "labels", "pos") + DEPENDENCY_FEATURES
+#: every feature a model can ask for
+ALL_FEATURES = FEATURES + PHRASE_FEATURES
+
+
+def derivable_features(streams: Iterable[str]) -> "tuple[str, ...]":
+    """The features a data-bin holding ``streams`` (registry names) can give: the constituency
+    distances need the ``phrase`` stream, the others the token streams every data-bin holds."""
+    return FEATURES + (PHRASE_FEATURES if "phrase" in set(streams) else ())
 
 
 def append_eos(heads: Tensor, labels: Tensor, pos: Tensor, eos_label: int, eos_pos: int):
@@ -47,35 +82,46 @@ def append_eos(heads: Tensor, labels: Tensor, pos: Tensor, eos_label: int, eos_p
     )
 
 
-def sentence_features(heads: Tensor, labels: Tensor, pos: Tensor, requested: Iterable[str]) -> Dict[str, Tensor]:
+def sentence_features(
+    heads: Tensor, labels: Tensor, pos: Tensor, requested: Iterable[str], phrase: Optional[Tensor] = None,
+    subword_label: int = -1,
+) -> Dict[str, Tensor]:
     """Per-sentence features (1-D, one entry per source token including ``</s>``).
 
-    ``heads``, ``labels``, ``pos`` already include the ``</s>`` entry (:func:`append_eos`).
+    ``heads``, ``labels``, ``pos`` already include the ``</s>`` entry (:func:`append_eos`);
+    ``phrase`` is the line's ``(n - 1, 2)`` merges (for the constituency distances).
     ``parents`` is returned 0-based within the sentence; :func:`collate_features` shifts it.
     """
     real = torch.ones(1, heads.numel(), dtype=torch.bool)
-    batch = batch_features(heads.long().view(1, -1), labels.long().view(1, -1), pos.long().view(1, -1), real, requested)
+    nodes = collate_nodes([phrase.view(-1, 2)], 0) if phrase is not None else (None, None)
+    batch = batch_features(heads.long().view(1, -1), labels.long().view(1, -1), pos.long().view(1, -1), real, requested,
+                           *nodes, subword_label=subword_label)
     return {name: value.squeeze(0) for name, value in batch.items()}
 
 
-def batch_features(heads: Tensor, labels: Tensor, pos: Tensor, real: Tensor, requested: Iterable[str]) -> Dict[str, Tensor]:
+def batch_features(
+    heads: Tensor, labels: Tensor, pos: Tensor, real: Tensor, requested: Iterable[str],
+    phrase: Optional[Tensor] = None, phrase_mask: Optional[Tensor] = None, subword_label: int = -1,
+) -> Dict[str, Tensor]:
     """The features ``requested`` of a padded batch, each ``(B, T)`` like the source.
 
     ``heads``, ``labels``, ``pos`` are the stored streams with the ``</s>`` entry, padded on
     either side (:func:`collate_trees`: heads 0, labels and POS their dictionaries' pad);
     ``real`` is True at the sentences' own positions. ``heads`` stay 1-based within their
-    line; ``parents`` index the padded row (padding points to itself); ``depth`` and
-    ``distance`` are 0 at padding.
+    line; ``parents`` index the padded row (padding points to itself); ``depth`` and the
+    distances are 0 at padding. The constituency distances need ``phrase (B, N, 2)`` and
+    ``phrase_mask (B, N)``, the collated ``phrase`` stream (:func:`collate_nodes`); the word-level
+    distances the id of the ``<subword>`` label (``-1``: none, every piece is a word).
     """
     requested = set(requested)
-    unknown = requested - set(FEATURES)
+    unknown = requested - set(ALL_FEATURES)
     if unknown:
-        raise KeyError(f"unknown syntax features {sorted(unknown)}; available: {FEATURES}")
+        raise KeyError(f"unknown syntax features {sorted(unknown)}; available: {ALL_FEATURES}")
     out: Dict[str, Tensor] = {}
     width = heads.size(1)
     columns = torch.arange(width, device=heads.device).unsqueeze(0)
     offset = (~real).long().cumprod(dim=1).sum(dim=1, keepdim=True)  # leading padding of each row
-    if requested & {"parents", "depth"}:
+    if requested & ({"parents", "depth"} | set(DEPENDENCY_FEATURES)):
         parents = torch.where(real & (heads > 0), heads - 1 + offset, columns)
         if "parents" in requested:
             out["parents"] = parents
@@ -87,10 +133,92 @@ def batch_features(heads: Tensor, labels: Tensor, pos: Tensor, real: Tensor, req
         out["labels"] = labels
     if "pos" in requested:
         out["pos"] = pos
-    if "distance" in requested:
+    if "distance_line" in requested:
         distance = trees.dependency_distance(heads, positions=columns - offset + 1)
-        out["distance"] = torch.where(real, distance, torch.zeros_like(distance))
+        out["distance_line"] = torch.where(real, distance, torch.zeros_like(distance))
+    if "distance" in requested:
+        out["distance"] = sentence_root_distance(heads, parents, real, columns - offset + 1)
+    if requested & {"distance_word", "distance_line_word"}:
+        word_heads, word_positions = word_tree(heads, parents, labels, real, subword_label)
+        if "distance_word" in requested:
+            out["distance_word"] = sentence_root_distance(word_heads, parents, real, word_positions)
+        if "distance_line_word" in requested:
+            distance = trees.dependency_distance(word_heads, positions=word_positions)
+            out["distance_line_word"] = torch.where(real, distance, torch.zeros_like(distance))
+    wanted = [k for k in CONSTITUENCY_FEATURES if k in requested or k + "_mask" in requested]
+    if wanted:
+        if phrase is None or phrase_mask is None:
+            raise KeyError(f"the constituency distances {wanted} need the batch's phrase stream")
+        values, has_tree = padded_constituency_distances(phrase, phrase_mask, real, offset)
+        for key in wanted:
+            if key in requested:
+                out[key] = values[CONSTITUENCY_FEATURES[key]]
+            if key + "_mask" in requested:
+                out[key + "_mask"] = has_tree
     return out
+
+
+def sentence_root_distance(heads: Tensor, parents: Tensor, real: Tensor, positions: Tensor) -> Tensor:
+    """d_D (eq. 4) with each root at its position within its own parser sentence; 0 at padding.
+
+    A sentence is a root's tree (:func:`trees.root_index`); its first position counts 1, so a
+    root of a second sentence on a line gets ``i - (start - 1)`` instead of its line position
+    ``i``. Other tokens keep ``i - h(i)``. The appended ``</s>`` belongs to the last sentence.
+    ``heads`` and ``positions`` are 1-based in the line: of pieces, or of the pieces' words.
+    """
+    root = trees.root_index(parents)  # (B, T), in the padded row
+    big = torch.full_like(positions.expand_as(root), torch.iinfo(torch.long).max)
+    start = big.scatter_reduce(1, root, torch.where(real, positions.expand_as(root), big), reduce="amin")
+    own = positions.expand_as(root) - start.gather(1, root) + 1  # the root's position in its sentence
+    distance = torch.where(heads > 0, positions - heads, own)
+    return torch.where(real, distance, torch.zeros_like(distance))
+
+
+def word_tree(heads: Tensor, parents: Tensor, labels: Tensor, real: Tensor, subword_label: int
+              ) -> "tuple[Tensor, Tensor]":
+    """Each piece's word as ``(word_heads, word_positions)``, ``(B, T)``: the 1-based position in the line
+    of the piece's word, and of its word's head word (0 for a root word).
+
+    Words are undone from the projection (README "Projection onto BPE pieces"): a piece labelled
+    ``<subword>`` belongs to the word of the piece it attaches to (:func:`trees.word_start`); a
+    word's head is that of its first piece. ``</s>`` is a word of its own. Padding gets 0.
+    """
+    columns = torch.arange(heads.size(1), device=heads.device).unsqueeze(0).expand_as(heads)
+    start = trees.word_start(parents, labels, subword_label) if subword_label >= 0 else columns
+    first = (start == columns) & real
+    position = first.long().cumsum(dim=1)  # word position of each first piece
+    word_positions = position.gather(1, start)
+    head_piece = parents.gather(1, start)  # the head of the word's first piece (roots: themselves)
+    head_word = position.gather(1, start.gather(1, head_piece))
+    is_root = heads.gather(1, start) == 0
+    word_heads = torch.where(is_root | ~real, torch.zeros_like(head_word), head_word)
+    return word_heads, torch.where(real, word_positions, torch.zeros_like(word_positions))
+
+
+def padded_constituency_distances(
+    phrase: Tensor, phrase_mask: Tensor, real: Tensor, offset: Tensor
+) -> "tuple[Tensor, Tensor]":
+    """``(d_S, d_G, d_R)`` (paper 002 eqs. 1-3) per source piece, placed like the source, and ``has_tree``.
+
+    ``real`` marks each row's pieces plus ``</s>`` (its last real position); ``offset`` is each
+    row's leading padding. Leaf ``i`` of the stored tree is piece ``i``; ``</s>``, padding and
+    the pieces of a line without a tree (``--phrase-fallback``) get 0. ``has_tree (B, T)`` is
+    True at the pieces (not ``</s>``) of lines whose tree covers them (``n - 1`` merges).
+    """
+    n_leaves = (real.sum(dim=1) - 1).clamp(min=0)  # pieces without </s>
+    phrase = phrase.to(real.device).long()
+    phrase_mask = phrase_mask.to(real.device)
+    d = torch.stack(trees.constituency_distances(phrase, phrase_mask, n_leaves))  # (3, B, L)
+    width = real.size(1)
+    leaf = torch.arange(width, device=real.device).unsqueeze(0) - offset  # (B, T): leaf index of each column
+    is_piece = (leaf >= 0) & (leaf < n_leaves.unsqueeze(1))
+    if d.size(-1) == 0:
+        values = torch.zeros(3, *real.shape, dtype=torch.long, device=real.device)
+    else:
+        index = leaf.clamp(0, d.size(-1) - 1).unsqueeze(0).expand(3, -1, -1)
+        values = torch.where(is_piece.unsqueeze(0), d.gather(2, index), torch.zeros_like(index))
+    has_tree = is_piece & (phrase_mask.sum(dim=1) == (n_leaves - 1).clamp(min=0)).unsqueeze(1)
+    return values, has_tree
 
 
 def collate_trees(

@@ -26,13 +26,13 @@ view's row (the input view's values are the target view's plus one: a token sits
 later in ``prev_output_tokens``).
 """
 
-from typing import Dict, Sequence, Set, Tuple
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
-from .syntax_features import batch_features, collate_trees
+from .syntax_features import batch_features, collate_nodes, collate_trees
 
 #: ``sample["net_input"][NET_INPUT_KEY]``: gold values aligned with ``prev_output_tokens``
 NET_INPUT_KEY = "tgt_syntax"
@@ -79,14 +79,16 @@ def align_target_features(features: Dict[str, Tensor], real: Tensor, left_pad: b
 
 def collate_target_syntax(
     sentences: Sequence["tuple[Tensor, Tensor, Tensor]"], requested: Set[str], label_pad: int, pos_pad: int,
-    left_pad: bool, length: int,
+    left_pad: bool, length: int, phrases: Optional[Sequence[Tensor]] = None, subword_label: int = -1,
 ) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
     """``(gold, inputs)`` of a batch: the target-aligned and ``prev_output_tokens``-aligned features.
 
     ``sentences`` are the stored target ``(heads, labels, pos)`` with the ``</s>`` entry
     appended, in batch order; ``length`` is ``sample["target"].size(1)``; ``left_pad`` is the
-    dataset's ``left_pad_target``.
+    dataset's ``left_pad_target``; ``phrases`` the target's ``phrase`` merges (for the
+    constituency distances), ``subword_label`` the id of ``<subword>`` (word-level distances).
     """
     heads, labels, pos, real = collate_trees(sentences, label_pad, pos_pad, left_pad=left_pad, length=length)
-    features = batch_features(heads, labels, pos, real, requested)
+    phrase = collate_nodes(phrases, 0) if phrases is not None else ()
+    features = batch_features(heads, labels, pos, real, requested, *phrase, subword_label=subword_label)
     return align_target_features(features, real, left_pad)

@@ -3,13 +3,29 @@
 The text of the paper in ``../shared/papers`` is garbled; below, each equation as read and
 implemented here.
 
-Distance (eq. 4)
-    ``d_D(w_i) = i - h(i)``, 1-based ``i``, ``h(root) = 0`` (``src_syntax["distance"]``, made by
-    :func:`fairseq_syntax_core.trees.dependency_distance`). Values are nonzero integers, negative when
-    the head is to the right; a root gets its own position. The constituency distances
-    ``d_S, d_G, d_R`` of eqs. 1-3 will be further entries of :data:`NSD_DISTANCES` (one
-    ``src_syntax`` key each) once constituency streams exist; everything below takes the
-    distance tensor as an argument and does not care which kind it is.
+Distances (eqs. 1-4), ``--nsd-distance`` (:data:`NSD_DISTANCES`, one ``src_syntax`` key each,
+derived per batch in :mod:`fairseq_syntax.data.syntax_features`)
+    ``dependency``: ``d_D(w_i) = i - h(i)`` (eq. 4), 1-based ``i``, ``h(root) = 0``. Values are
+    nonzero integers, negative when the head is to the right; a root gets its own position.
+    ``--nsd-roots sentence`` (default): ``i`` of a root is its position within its own parser
+    sentence (``distance``), the paper's ``i`` (it parsed one sentence at a time);
+    ``--nsd-roots line``: its position in the line (``distance_line``, 0.1-0.2's ``distance``),
+    so the root of a second sentence on a line gets a large value. ``--nsd-units word``: ``i`` and
+    ``h(i)`` count words, as the paper's parses did, and every piece of a word gets its word's
+    ``d_D`` (``distance_word``, ``distance_line_word``); ``piece`` (default): they count BPE pieces.
+    ``constituency-height``: ``d_S`` (eq. 1, Shen et al.), the height of the LCA of ``w_i`` and
+    ``w_{i+1}``, ``>= 1``, ``H`` at the last piece; ``constituency-depth``: ``d_G``, the number of
+    their common ancestors, ``>= 0``; ``constituency-relative``: ``d_R`` (eq. 3), ``d_G``'s
+    differences, of either sign (:func:`fairseq_syntax_core.trees.constituency_distances` on the
+    ``phrase`` stream, per source piece). ``</s>`` and the pieces of a line without a tree get 0.
+    Everything below takes the distance tensor as an argument and does not care which kind it is.
+
+Which positions carry a gold distance
+    The appended ``</s>`` attaches to the last root: its ``d_D`` is a large value that is no
+    syntax; it has no constituency distance at all. The losses of eqs. 19-20 and the logged
+    accuracy leave out ``</s>``, padding and lines without a tree (``mask`` arguments below;
+    the criterion's ``--nsd-loss-eos`` puts ``</s>`` back, 0.2's behaviour). ``</s>`` still gets
+    its value as an input (eqs. 5-10, 15-16), as before.
 
 Range (``--nsd-max-distance D``)
     Tables and the classifier need a fixed range: distances are clipped to ``[-D, D]``
@@ -52,11 +68,19 @@ Distance-aware loss (eq. 19), after Shen et al. (2018)
     ``d_i = d_j`` are left out: ``sign(0) = 0`` makes their term the constant 1, which has no
     gradient, so leaving them out changes the reported value but not training.
 
+Scale of the hinge (``--nsd-rank-norm``)
+    Eq. 19 sums the hinge over the ``O(n^2)`` pairs of a sentence, while the NMT loss (and the
+    squared error) is a sum over tokens: on a 30-piece sentence the hinge has 435 terms.
+    ``token`` (default): each sentence's hinge is divided by its number of counted pairs and
+    multiplied by its number of tokens (``n_s / |P_s| Σ_{P_s}``), the mean hinge per pair as a
+    sum over tokens, so that all terms scale alike with the batch; ``none``: the plain sum of
+    eq. 19 (0.2's behaviour).
+
 Cross-entropy of the distances (eq. 20)
     ``L_ent = -Σ_i log p(d̂_i = d_i | h_i)``: the garbled ``-Σ p(d_i | h_i) log p(d̂_i | h_i)`` read
     as the cross-entropy between the one-hot gold distribution and eq. 11.
 
-All losses are sums over real (non-padding) tokens of the batch, like fairseq's NMT loss.
+All losses are sums over the tokens of ``mask`` in the batch, like fairseq's NMT loss.
 """
 
 import math
@@ -72,6 +96,10 @@ from fairseq_syntax.modules.syntax_embedding import feature_embedding
 
 __all__ = [
     "NSD_DISTANCES",
+    "NSD_ROOTS",
+    "NSD_RANK_NORMS",
+    "NSD_UNITS",
+    "nsd_distance_key",
     "NSD_LOGITS_KEY",
     "NSD_MASK_KEY",
     "NSD_INPUT_MODES",
@@ -87,14 +115,42 @@ __all__ = [
     "nsd_cross_entropy",
 ]
 
-#: ``--nsd-distance`` -> ``src_syntax`` key. Later: constituency d_S, d_G, d_R (eqs. 1-3).
-NSD_DISTANCES: Dict[str, str] = {"dependency": "distance"}
+#: ``--nsd-distance`` -> ``src_syntax`` key (``dependency`` with ``--nsd-roots sentence``; see :func:`nsd_distance_key`)
+NSD_DISTANCES: Dict[str, str] = {
+    "dependency": "distance",  # d_D, eq. 4
+    "constituency-height": "distance_height",  # d_S, eq. 1
+    "constituency-depth": "distance_depth",  # d_G, eq. 1
+    "constituency-relative": "distance_relative",  # d_R, eq. 3
+}
+#: ``--nsd-roots``: a root's ``i`` in eq. 4, within its own sentence or within the line
+NSD_ROOTS: Tuple[str, ...] = ("sentence", "line")
+#: ``--nsd-units``: d_D counted in BPE pieces or in words (pieces of a word share its distance)
+NSD_UNITS: Tuple[str, ...] = ("piece", "word")
+#: ``--nsd-rank-norm``: the hinge of eq. 19 per token (default) or summed over pairs
+NSD_RANK_NORMS: Tuple[str, ...] = ("token", "none")
 #: where the encoder output dict and the model's ``extra`` output carry the eq. 11 logits
 #: ``[B x T x (2D+1)]`` and the source padding mask ``[B x T]`` (target side: ``tgt_*`` later)
 NSD_LOGITS_KEY = "src_nsd_logits"
 NSD_MASK_KEY = "src_nsd_padding_mask"
 #: ``--nsd-input`` choices: f_emb of eqs. 8-10
 NSD_INPUT_MODES: Tuple[str, ...] = ("none", "concat", "add", "linear")
+
+
+def nsd_distance_key(distance: str, roots: str = "sentence", units: str = "piece") -> str:
+    """The ``src_syntax`` key of ``--nsd-distance distance`` (``--nsd-roots``, ``--nsd-units`` for ``dependency``)."""
+    if distance not in NSD_DISTANCES:
+        raise ValueError(f"--nsd-distance must be one of {list(NSD_DISTANCES)}, got {distance!r}")
+    if roots not in NSD_ROOTS:
+        raise ValueError(f"--nsd-roots must be one of {list(NSD_ROOTS)}, got {roots!r}")
+    if units not in NSD_UNITS:
+        raise ValueError(f"--nsd-units must be one of {list(NSD_UNITS)}, got {units!r}")
+    if distance != "dependency":
+        if units != "piece":
+            raise ValueError(f"--nsd-units {units} works with --nsd-distance dependency; the constituency "
+                             "distances are over the phrase structure's leaves, the pieces")
+        return NSD_DISTANCES[distance]
+    key = "distance_line" if roots == "line" else "distance"
+    return key + "_word" if units == "word" else key
 
 
 def distance_embedding_index(distance: Tensor, max_distance: int, padding_mask: Optional[Tensor]) -> Tensor:
@@ -211,19 +267,28 @@ def nsd_squared_error(predicted: Tensor, gold: Tensor, mask: Tensor, max_distanc
     return ((target - predicted) ** 2).masked_fill(~mask, 0.0).sum()
 
 
-def nsd_rank_hinge(predicted: Tensor, gold: Tensor, mask: Tensor, max_distance: int) -> Tensor:
-    """Second term of eq. 19: ``Σ_{i, j>i} [1 - sign(d_i - d_j)(d̂_i - d̂_j)]_+`` per row.
+def nsd_rank_hinge(predicted: Tensor, gold: Tensor, mask: Tensor, max_distance: int, norm: str = "none") -> Tensor:
+    """Second term of eq. 19: ``Σ_{i, j>i} [1 - sign(d_i - d_j)(d̂_i - d̂_j)]_+`` per row, summed over rows.
 
-    ``predicted``, ``gold``, ``mask``: ``(B, T)``. Only pairs of two real tokens of the same row
-    with different gold distances count (see the module doc on ties). Gold is clipped to ``±D``.
+    ``predicted``, ``gold``, ``mask``: ``(B, T)``. Only pairs of two tokens of ``mask`` in the
+    same row with different gold distances count (see the module doc on ties). Gold is clipped
+    to ``±D``. ``norm="token"``: each row's sum times ``n_row / pairs_row`` (``--nsd-rank-norm``).
     """
+    if norm not in NSD_RANK_NORMS:
+        raise ValueError(f"--nsd-rank-norm must be one of {list(NSD_RANK_NORMS)}, got {norm!r}")
     target = gold.long().clamp(-max_distance, max_distance)
     sign = torch.sign(target.unsqueeze(-1) - target.unsqueeze(-2)).to(predicted.dtype)  # (B, T, T): [i, j]
     diff = predicted.unsqueeze(-1) - predicted.unsqueeze(-2)
     T = predicted.size(-1)
     upper = torch.ones(T, T, dtype=torch.bool, device=predicted.device).triu(diagonal=1)  # j > i
     pairs = mask.unsqueeze(-1) & mask.unsqueeze(-2) & upper & (sign != 0)
-    return F.relu(1.0 - sign * diff).masked_fill(~pairs, 0.0).sum()
+    hinge = F.relu(1.0 - sign * diff).masked_fill(~pairs, 0.0)
+    if norm == "none":
+        return hinge.sum()
+    per_row = hinge.sum(dim=(-2, -1))  # (B,)
+    n_pairs = pairs.sum(dim=(-2, -1)).to(predicted.dtype)
+    n_tokens = mask.sum(dim=-1).to(predicted.dtype)
+    return (per_row * n_tokens / n_pairs.clamp(min=1)).sum()
 
 
 def nsd_cross_entropy(logits: Tensor, gold: Tensor, mask: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
-from fairseq_syntax.data.syntax_features import FEATURES
+from fairseq_syntax.data.syntax_features import FEATURES, derivable_features
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
@@ -331,7 +331,7 @@ class SyntaxTranslationTask(TranslationTask):
         inputs = getattr(model, "syntax_inputs", None)
         if callable(inputs):
             wanted = set(inputs())
-            absent = wanted - set(FEATURES) - set(self.stream_names)
+            absent = wanted - set(derivable_features(self.stream_names)) - set(self.stream_names)
             if absent:
                 raise DataBinError(
                     os.path.join(utils.split_paths(self.cfg.data)[0], METADATA_FILE), None,
@@ -346,12 +346,13 @@ class SyntaxTranslationTask(TranslationTask):
         if not wanted:
             return
         data_path = utils.split_paths(self.cfg.data)[0]
-        unknown = wanted - set(FEATURES)
-        if unknown:
+        derivable = derivable_features(self.target_stream_names) if self.target_stream_names else FEATURES
+        unknown = wanted - set(derivable)
+        if unknown and (self.target_stream_names or require_target):
             raise DataBinError(
                 os.path.join(data_path, METADATA_FILE), None,
-                f"the model asks for target features {sorted(unknown)}, which the task does not derive "
-                f"(it derives {', '.join(FEATURES)})",
+                f"the model asks for target features {sorted(unknown)}, which the task does not derive from this "
+                f"data-bin's target streams (it derives {', '.join(derivable)}); {REMAKE}",
             )
         if not self.target_stream_names:
             if not require_target:

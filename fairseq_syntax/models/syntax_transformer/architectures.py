@@ -72,6 +72,12 @@ OMOTE_DEP = {"rel_dep_l": 2}
 OMOTE_DEP_REL = {"rel_seq_k": 2, "rel_dep_l": 2, "decoder_rel_seq_k": 2}
 DUAN_EMBED = {"syntax_features": "pos,label,head"}
 DUAN_SPE = {"syntax_features": "pos,label", "spe_features": "head,depth"}
+# Paper 002's best source-side combination (sec. 4, Table 1): d_D (the dependency NSD improved
+# both sides, d_S/d_G hurt the target), as input with f_emb^{Wb} (eq. 10: "yields better performance"
+# than concatenation or sum), as syntactic PE with lambda 40 ("the improvement was remarkable"; 1e4
+# gave none), and as output (eq. 11) trained with L_dist + L_ent ("combining both [input and output]
+# obtained further improvement"; each loss alone gained less). The loss weights, </s>, the hinge's scale
+# and the roots are the criterion's and --nsd-roots' defaults (README, "Paper 002: Table 1 by flags").
 MA_NSD = {"nsd_input": "linear", "nsd_spe_lambda": 40.0, "nsd_predict": True}
 # target side (paper 002 secs. 3.1-3.3): the source preset's parts on the decoder, distances fed back at generation
 MA_NSD_TARGET = {"nsd_target_input": "linear", "nsd_target_spe_lambda": 40.0, "nsd_target_predict": True}
@@ -111,8 +117,10 @@ PRESETS: List[Tuple[str, Callable[[Any], None], str, Dict[str, Any]]] = [
      "Paper 003 Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3.", DUAN_SPE),
     # Ma et al. 2019 (paper 002)
     ("transformer_nsd", base,
-     "Dependency NSD d_D as input (paper 002 eq. 10, linear), PE (lambda 40) and output (eq. 11); "
-     "train with --criterion label_smoothed_cross_entropy_with_nsd.", MA_NSD),
+     "Paper 002's best source-side combination: dependency NSD d_D as input (eq. 10, f_emb^{Wb}, better than "
+     "eqs. 8-9), syntactic PE (lambda 40, eqs. 15-16; 1e4 gave no gain) and output (eq. 11) with L_dist + L_ent "
+     "(input and output together gained most); train with --criterion label_smoothed_cross_entropy_with_nsd.",
+     MA_NSD),
     ("transformer_nsd_iwslt_de_en", small, "transformer_nsd, small.", MA_NSD),
     ("transformer_nsd_target", base,
      "Target-side dependency NSD (paper 002 secs. 3.1-3.3): the decoder input combined with its distance (eq. 10, "

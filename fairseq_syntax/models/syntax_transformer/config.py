@@ -28,6 +28,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax.modules.syntactic_distance import NSD_DISTANCES, NSD_ROOTS, NSD_UNITS, nsd_distance_key
 from fairseq_syntax.modules.syntax_embedding import parse_feature_list
 
 __all__ = [
@@ -62,8 +63,8 @@ FEATURE_KEYS: Dict[str, str] = {"pos": "pos", "label": "labels", "head": "heads"
 SPE_KEYS: Dict[str, str] = {"head": "heads", "depth": "depth"}
 #: names accepted for a feature in 0.1 (``parent`` was the head position, the ``heads`` tensor)
 FEATURE_ALIASES: Dict[str, str] = {"parent": "head"}
-#: ``--nsd-distance`` -> ``src_syntax`` key (Ma et al., paper 002 eq. 4)
-NSD_DISTANCE_KEYS: Dict[str, str] = {"dependency": "distance"}
+#: ``--nsd-distance`` -> ``src_syntax`` key (Ma et al., paper 002 eqs. 1-4; ``--nsd-roots line``: see nsd_distance_key)
+NSD_DISTANCE_KEYS: Dict[str, str] = NSD_DISTANCES
 NSD_INPUT_MODES = ("none", "concat", "add", "linear")
 PASCAL_SUBWORD_PARENTS = ("mean", "first", "tree")
 PASCAL_EOS_PARENTS = ("self", "last-root")
@@ -138,8 +139,18 @@ class SyntaxModelConfig(FairseqDataclass):
                                     metavar="C")
     spe_depth_constant: float = _opt(400.0, "c_f of paper 003 eq. 5 for the tree depth (paper: 400)", metavar="C")
     # ---- Ma et al. 2019 (paper 002): neural syntactic distance
-    nsd_distance: ChoiceEnum(tuple(NSD_DISTANCE_KEYS)) = _opt("dependency", "which syntactic distance (paper 002): dependency = d_D(i) = i - h(i) "
-                             "(eq. 4)", choices=tuple(NSD_DISTANCE_KEYS))
+    nsd_distance: ChoiceEnum(tuple(NSD_DISTANCE_KEYS)) = _opt("dependency", "which source syntactic distance (paper 002): dependency = d_D(i) = "
+                             "i - h(i) (eq. 4); constituency-height = d_S, the height of the lowest common ancestor "
+                             "of pieces i and i+1 (eq. 1); constituency-depth = d_G, the number of their common "
+                             "ancestors (eq. 1); constituency-relative = d_R, d_G(i) - d_G(i-1) (eq. 3); the "
+                             "constituency ones from the data-bin's phrase structures", choices=tuple(NSD_DISTANCE_KEYS))
+    nsd_roots: ChoiceEnum(NSD_ROOTS) = _opt("sentence", "i of a root in d_D = i - h(i) (paper 002 eq. 4, h(root) = 0) on a "
+                           "line of several parser sentences: sentence = its position within its own sentence "
+                           "(the paper parsed one sentence at a time), line = its position in the line (0.2's "
+                           "d_D; checkpoints made before this option keep it)", choices=NSD_ROOTS)
+    nsd_units: ChoiceEnum(NSD_UNITS) = _opt("piece", "units of d_D (paper 002 eq. 4): piece = positions and heads count BPE "
+                           "pieces; word = they count words, as the paper's parses did, and every piece of a word "
+                           "gets its word's distance (--nsd-distance dependency only)", choices=NSD_UNITS)
     nsd_input: ChoiceEnum(NSD_INPUT_MODES) = _opt("none", "the distance as input, combined with the word embedding (paper 002 eqs. 5-10): "
                           "concat (eq. 8, widens the encoder by --nsd-embed-dim), add (eq. 9), linear W[x;e]+b "
                           "(eq. 10); none disables", choices=NSD_INPUT_MODES)
@@ -262,6 +273,11 @@ class SyntaxModelConfig(FairseqDataclass):
                 f"--nsd-spe-lambda {self.nsd_spe_lambda}: expected 0 (off) or a finite period > 1 "
                 "(paper 002 eqs. 15-16; the paper's best: 40)"
             )
+        if self.nsd_units != "piece" and self.nsd_distance != "dependency":
+            raise ModelOptionError(
+                f"--nsd-units {self.nsd_units}: word units work with --nsd-distance dependency; "
+                f"--nsd-distance {self.nsd_distance} is over the phrase structure's leaves, the pieces"
+            )
         if not 0 < self.pascal_variance < math.inf:
             raise ModelOptionError(
                 f"--pascal-variance {self.pascal_variance}: expected a finite variance > 0 (paper: 1)"
@@ -283,6 +299,11 @@ class SyntaxModelConfig(FairseqDataclass):
     @property
     def spe_names(self) -> Tuple[str, ...]:
         return parse_name_list(self.spe_features, tuple(SPE_KEYS), "--spe-features")
+
+    @property
+    def nsd_key(self) -> str:
+        """The ``src_syntax`` key of the source distance (``--nsd-distance``, ``--nsd-roots``)."""
+        return nsd_distance_key(str(self.nsd_distance), str(self.nsd_roots), str(self.nsd_units))
 
     @property
     def uses_nsd(self) -> bool:
@@ -419,6 +440,10 @@ def upgrade_args(args: Any) -> None:
     becomes ``rel_keys = False`` instead of being dropped for the new default. 0.1's args are
     recognised by ``rel_no_keys``, which 0.1 always stored and 0.2 never does.
     """
+    # a built model's args (a checkpoint) made before --nsd-roots: 0.1-0.2's d_D, roots at their line position
+    if safe_getattr(args, "syntax_num_labels", None) is not None or safe_getattr(args, "rel_no_keys", None) is not None:
+        if safe_getattr(args, "nsd_roots", None) is None:
+            setattr(args, "nsd_roots", "line")
     if safe_getattr(args, "rel_no_keys", None) is None:
         return
     for old, (new, convert) in _RENAMED_ARGS.items():

@@ -53,7 +53,9 @@ from fairseq_syntax.modules.target_distance import (
     TargetDistanceInput,
 )
 
-from .config import NSD_DISTANCE_KEYS, SyntaxModelConfig, decoder_model_dim, target_nsd_consumes, uses_target_nsd
+from fairseq_syntax.data.syntax_features import PHRASE_FEATURES
+
+from .config import SyntaxModelConfig, decoder_model_dim, target_nsd_consumes, uses_target_nsd
 from .layers import SyntaxDecoderLayer, wrap_layer
 
 __all__ = ["SyntaxTransformerDecoder", "with_decoder_dim"]
@@ -89,7 +91,7 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
             self.embed_scale = 1.0 if self.cfg.no_scale_embedding else math.sqrt(word_dim)
         self.syntax_cfg = syntax
         max_distance = syntax.nsd_max_distance
-        self.nsd_key: Optional[str] = NSD_DISTANCE_KEYS[str(syntax.nsd_distance)] if uses_target_nsd(syntax) else None
+        self.nsd_key: Optional[str] = syntax.nsd_key if uses_target_nsd(syntax) else None  # --nsd-distance/-roots/-units
         consumes = target_nsd_consumes(syntax)
         self.nsd_input: Optional[TargetDistanceInput] = (
             TargetDistanceInput(str(syntax.nsd_target_input), word_dim, syntax.nsd_embed_dim, max_distance,
@@ -105,8 +107,13 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
         return wrap_layer(SyntaxDecoderLayer(cfg, no_encoder_attn), cfg)
 
     def target_syntax_inputs(self) -> Set[str]:
-        """Keys of ``tgt_syntax`` / ``target_syntax`` this decoder reads or predicts (``{"distance"}`` or empty)."""
-        return {self.nsd_key} if self.nsd_key is not None else set()
+        """Keys of ``tgt_syntax`` / ``target_syntax`` this decoder reads or predicts (e.g. ``{"distance"}``, or empty).
+
+        A constituency distance brings its ``KEY_mask`` (which lines have a tree: the loss mask).
+        """
+        if self.nsd_key is None:
+            return set()
+        return {self.nsd_key} | ({self.nsd_key + "_mask"} if self.nsd_key + "_mask" in PHRASE_FEATURES else set())
 
     # ------------------------------------------------------------------ forward
 

@@ -21,10 +21,11 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.quant_noise import quant_noise as apply_quant_noise_
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax.data.syntax_features import PHRASE_FEATURES
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, DistancePredictor
 
 from .components import ATTENTION_COMPONENTS, INPUT_COMPONENTS, BuildContext, EncoderBatch
-from .config import NSD_DISTANCE_KEYS, SyntaxModelConfig
+from .config import SyntaxModelConfig
 from .layers import SyntaxEncoderLayer, wrap_layer
 
 __all__ = ["SyntaxTransformerEncoder", "encoder_model_dim", "with_encoder_dim", "VOCAB_ATTRS"]
@@ -115,7 +116,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         self.attention_components = nn.ModuleDict({c.name: c for c in attention})
         if self.model_dim != word_dim:
             self._resize(cfg, self.model_dim)
-        self.nsd_key: Optional[str] = NSD_DISTANCE_KEYS[str(ctx.cfg.nsd_distance)] if ctx.cfg.nsd_predict else None
+        self.nsd_key: Optional[str] = ctx.cfg.nsd_key if ctx.cfg.nsd_predict else None
         self.nsd_predictor: Optional[DistancePredictor] = (
             DistancePredictor(self.model_dim, ctx.cfg.nsd_max_distance) if ctx.cfg.nsd_predict else None
         )
@@ -150,6 +151,8 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             keys |= component.inputs()
         if self.nsd_key is not None:
             keys.add(self.nsd_key)
+            if self.nsd_key + "_mask" in PHRASE_FEATURES:  # constituency: which lines have a tree (the loss mask)
+                keys.add(self.nsd_key + "_mask")
         return keys
 
     def component_layers(self, name: str) -> Tuple[int, ...]:

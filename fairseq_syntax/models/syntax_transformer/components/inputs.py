@@ -25,7 +25,7 @@ from fairseq_syntax.modules.syntactic_distance import DistanceEmbedding, nsd_pos
 from fairseq_syntax.modules.syntactic_positional_encoding import SyntacticPositionalEncoding
 from fairseq_syntax.modules.syntax_embedding import SyntaxFeatureEmbedding
 
-from ..config import FEATURE_KEYS, NSD_DISTANCE_KEYS, SPE_KEYS
+from ..config import FEATURE_KEYS, SPE_KEYS
 from .base import BuildContext, EncoderBatch, InputComponent, register_input
 
 #: our feature names -> the names of the embedding modules (which call the head position "parent")
@@ -43,7 +43,7 @@ class DistanceInput(InputComponent):
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
         cfg = ctx.cfg
-        self.key = NSD_DISTANCE_KEYS[str(cfg.nsd_distance)]
+        self.key = cfg.nsd_key
         self.embed = DistanceEmbedding(
             str(cfg.nsd_input), ctx.word_dim, cfg.nsd_embed_dim, cfg.nsd_max_distance, scale=ctx.scale_embedding
         )
@@ -168,7 +168,7 @@ class DistancePositions(InputComponent):
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
         cfg = ctx.cfg
-        self.key = NSD_DISTANCE_KEYS[str(cfg.nsd_distance)]
+        self.key = cfg.nsd_key
         self.max_distance = cfg.nsd_max_distance
         self.lam = cfg.nsd_spe_lambda
         self.dim = ctx.model_dim
