@@ -162,6 +162,12 @@ class LengthPrior:
             raise ValueError("lines and skipped_empty_targets must be integers")
         prior = cls(counts, length, data.get("source_lang"), data.get("target_lang"), data.get("splits") or [],
                     lines, skipped)
+        longest = max(t for _s, t in counts)
+        if length != max(PAPER_MAX_LENGTH, longest):
+            # the pipeline always stores max(100, longest target); another value changes every smoothed
+            # probability (and a huge one would allocate a table of that width)
+            raise ValueError(f"max_target_length {length} is not max({PAPER_MAX_LENGTH}, longest counted target "
+                             f"{longest}) = {max(PAPER_MAX_LENGTH, longest)}")
         if data.get("pairs") != prior.pairs or prior.lines != prior.pairs + prior.skipped_empty_targets:
             raise ValueError(f"pairs {data.get('pairs')!r}, lines {lines} and skipped_empty_targets {skipped} "
                              f"do not add up with the counts ({prior.pairs} pairs)")

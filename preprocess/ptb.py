@@ -141,9 +141,14 @@ def read_trees(
     """
     lines = read_lines(path, "bracketed parse")
     if len(lines) != len(token_lines):
+        # a tree dropped or added in the middle shifts every later one: name the first line whose
+        # tree does not fit its text too, which is where to look
+        first = next((number for number, (line, tokens) in enumerate(zip(lines, token_lines), start=1)
+                      if not _fits(line, tokens)), None)
+        hint = f"; the first tree that does not fit its line is line {first}" if first is not None else ""
         raise InputError(path, min(len(lines), len(token_lines)) + 1,
                          f"line-count mismatch: {len(lines)} bracketed trees for the {len(token_lines)} "
-                         f"lines of {text_path}: expected one tree per line")
+                         f"lines of {text_path}: expected one tree per line{hint}")
     out: List[Optional[np.ndarray]] = []
     failed: List[int] = []
     for number, (line, tokens) in enumerate(zip(lines, token_lines), start=1):
@@ -158,6 +163,14 @@ def read_trees(
             continue
         out.append(merges)
     return out, failed
+
+
+def _fits(line: str, tokens: List[str]) -> bool:
+    try:
+        _check_leaves(tree_merges(line)[1], tokens, "", 0)
+    except BracketError:
+        return False
+    return True
 
 
 def _check_leaves(leaves: List[str], tokens: List[str], text_path: str, number: int) -> None:

@@ -364,3 +364,26 @@ def test_the_pipeline_stores_the_table_it_would_estimate(tmp_path):
 
     meta = json.loads((data_bin / "syntax.json").read_text())
     assert LENGTH_PRIOR_FILE.format(src="en", tgt="de") in files_of(meta)  # --overwrite and perturb know it
+
+
+def test_a_table_with_the_same_line_count_but_other_counts_is_refused(data_bin, tmp_path):
+    # before: only the number of train lines was compared, so the table of the same corpus with other
+    # BPE codes (same lines, other lengths), or an edited one, was used without a word
+    work = tmp_path / "bin"
+    shutil.copytree(data_bin, work)
+    path = write_length_prior(str(work), "en", "de")
+    data = json.loads(open(path, encoding="utf-8").read())
+    data["counts"] = [[s, t + 1, c] for s, t, c in data["counts"]]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    with pytest.raises(DataBinError, match=r"counts \(source 3, target 3\) pieces differently.*another run"):
+        load_length_prior(str(work), "en", "de")
+
+
+def test_a_stored_support_other_than_the_pipelines_is_refused(tmp_path):
+    # max_target_length is always max(100, longest target); 10**8 would allocate a table that wide
+    data = {**toy().to_json(), "max_target_length": 10 ** 8}
+    path = tmp_path / "length_prior.en-de.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(DataBinError, match="max_target_length 100000000 is not max"):
+        read_length_prior(str(path))

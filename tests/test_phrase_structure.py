@@ -323,3 +323,21 @@ def test_lines_skipped_for_length_skip_their_trees_too(tmp_path):
     assert len(stored) == 2
     for i, line in enumerate(PTB[1:]):
         assert stored[i].tolist() == expand_to_pieces(tree_merges(line)[0], _word_of_piece(data_bin, "train", i)).tolist()
+
+
+def test_a_tree_dropped_in_the_middle_names_the_first_shifted_line_too(tmp_path):
+    # before: only "line-count mismatch" at the end of the file; the tree missing at line 2 shifts
+    # every later one, and line 2 is where to look
+    from fairseq_syntax_preprocess.ptb import read_trees
+
+    tokens = [["a", "dog"], ["the", "cat", "sat"], ["birds", "fly"], ["it", "rains"]]
+    trees = ["(S (NP a) (VP dog))", "(S (NP birds) (VP fly))", "(S (NP it) (VP rains))"]
+    path = tmp_path / "train.en.ptb"
+    path.write_text("\n".join(trees) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"train\.en\.ptb:4: line-count mismatch: 3 bracketed trees for the 4 lines"
+                                         r".*the first tree that does not fit its line is line 2"):
+        read_trees(str(path), tokens, "train.en")
+    path.write_text("\n".join(trees[:1] + ["(S (NP the cat) (VP sat))"] + trees[1:2]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line-count mismatch: 3 bracketed trees for the 4 lines of train\.en: "
+                                         r"expected one tree per line$"):  # the end is missing: no hint
+        read_trees(str(path), tokens, "train.en")

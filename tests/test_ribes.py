@@ -110,3 +110,21 @@ def test_scoring_options_from_the_command_line():
     scorer.add_string("The cat sat.", "the cat sat .")  # 13a splits the full stop, then lowercased
     assert scorer.ref == [["the", "cat", "sat", "."]]
     assert scorer.score() == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("flag,value", [("--ribes-alpha", "-1"), ("--ribes-beta", "nan"), ("--ribes-alpha", "inf"),
+                                        ("--ribes-beta", "-0.1")])
+def test_bad_exponents_are_refused_naming_the_flag(flag, value):
+    # before: --ribes-alpha -1 was a ZeroDivisionError traceback after the whole decode,
+    # --ribes-beta nan printed "RIBES = -100.00"
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from fairseq_syntax_core.errors import UsageError
+
+    parser = options.get_generation_parser(default_task="translation")
+    args = options.parse_args_and_arch(parser, ["/nonexistent-data", "--scoring", "ribes", flag, value])
+    with pytest.raises(UsageError, match=flag):
+        build_scorer(convert_namespace_to_omegaconf(args).scoring, None)
+    with pytest.raises(UsageError, match="--ribes-"):
+        sentence_ribes(["a", "b"], ["a", "b"], alpha=float(value) if flag == "--ribes-alpha" else ALPHA,
+                       beta=float(value) if flag == "--ribes-beta" else BETA)

@@ -141,10 +141,21 @@ def load_length_prior(data_path: str, src: str, tgt: str) -> LengthPrior:
         prior = read_length_prior(path, src, tgt)
         if shards:  # a table of another run's train split would pass every other check
             lines = sum(len(_sizes(prefix)) for _shard, prefix, _t in shards)
+            remake = ("it belongs to another run; delete it (the task then estimates the table from the train split) "
+                      "or re-run fairseq-syntax-preprocess")
             if lines != prior.lines:
                 raise DataBinError(path, None, f"counts {prior.lines} train lines, the data-bin's train split holds "
-                                   f"{lines}: it belongs to another run; delete it (the task then estimates the "
-                                   "table from the train split) or re-run fairseq-syntax-preprocess")
+                                   f"{lines}: {remake}")
+            # the same number of lines is not the same table (the same corpus with other BPE codes has other
+            # lengths): the counts are cheap to redo from the sizes, so compare them all
+            here = estimate_length_prior(data_path, src, tgt)
+            if here.counts != prior.counts or here.max_target_length != prior.max_target_length:
+                differ = sorted(set(here.counts.items()) ^ set(prior.counts.items()))
+                what = (f"counts (source {differ[0][0][0]}, target {differ[0][0][1]}) pieces differently from the "
+                        f"data-bin's train split" if differ else
+                        f"has target lengths 1..{prior.max_target_length}, the data-bin's train split "
+                        f"1..{here.max_target_length}")
+                raise DataBinError(path, None, f"{what}: {remake}")
         logger.info(f"length prior: {path} ({prior.pairs} train pairs, target lengths 1..{prior.max_target_length})")
         return prior
     prior = estimate_length_prior(data_path, src, tgt)

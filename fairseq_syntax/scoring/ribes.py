@@ -71,10 +71,23 @@ def check_nltk() -> None:
     _checked = True
 
 
+def check_exponents(alpha: float, beta: float) -> None:
+    """``--ribes-alpha``/``--ribes-beta`` are finite exponents >= 0 (``UsageError`` naming the flag).
+
+    A negative exponent divides by a zero precision or brevity penalty (a traceback at the end of
+    a decode) and NaN makes NLTK's sentence score -1 (a corpus RIBES of -100): both refused.
+    """
+    for flag, value in (("--ribes-alpha", alpha), ("--ribes-beta", beta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value < math.inf):
+            raise UsageError(f"{flag} {value}: expected a finite exponent >= 0 (Isozaki et al.: alpha {ALPHA}, "
+                             f"beta {BETA})")
+
+
 def sentence_ribes(reference: Sequence[str], hypothesis: Sequence[str], alpha: float = ALPHA,
                    beta: float = BETA) -> float:
     """RIBES of one hypothesis against one reference (word lists), a fraction in [0, 1]."""
     check_nltk()
+    check_exponents(alpha, beta)
     from nltk.translate import ribes_score
 
     reference, hypothesis = list(reference), list(hypothesis)
@@ -119,6 +132,7 @@ class RibesScorer(BaseScorer):
     def __init__(self, cfg):
         super().__init__(cfg)
         check_nltk()
+        check_exponents(cfg.ribes_alpha, cfg.ribes_beta)
         self.tokenizer = EvaluationTokenizer(tokenizer_type=cfg.ribes_tokenizer, lowercase=cfg.ribes_lowercase)
 
     def add_string(self, ref: str, pred: str) -> None:
