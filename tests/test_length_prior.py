@@ -330,6 +330,16 @@ def test_task_builds_the_length_prior_generator_from_the_data_bin(data_bin, capl
     assert isinstance(aligned, LengthPriorSequenceGeneratorWithAlignment)
 
 
+def test_a_weight_without_the_prior_is_named_not_silently_ignored(data_bin, caplog):
+    task = syntax_task(data_bin)
+    task.cfg.length_prior_weight = 0.3
+    model = scripted_model(task.target_dictionary)
+    with caplog.at_level(logging.WARNING):
+        generator = task.build_generator([model], GenerationConfig(beam=2))
+    assert type(generator) is SequenceGenerator
+    assert "--length-prior-weight 0.3 has no effect without --length-prior" in caplog.text
+
+
 @pytest.mark.parametrize("option", [{"sampling": True}, {"diverse_beam_groups": 2}, {"diversity_rate": 0.0},
                                     {"match_source_len": True}])
 def test_other_search_strategies_are_refused(data_bin, option):

@@ -374,6 +374,12 @@ class SyntaxTranslationTask(TranslationTask):
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
+        weight = getattr(self.cfg, "length_prior_weight", 1.0)
+        if not getattr(self.cfg, "length_prior", False) and weight != 1.0:
+            logger.warning(
+                f"--length-prior-weight {weight} has no effect without --length-prior: "
+                "decoding with fairseq's beam search"
+            )
         if getattr(self.cfg, "length_prior", False) and not getattr(args, "score_reference", False):
             prior = load_length_prior(utils.split_paths(self.cfg.data)[0], self.cfg.source_lang, self.cfg.target_lang)
             seq_gen_cls, extra_gen_cls_kwargs = length_prior_generator(
