@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import unicodedata
-from typing import Callable, Iterable, List
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from fairseq_syntax_core.errors import InputError
 from .interrupts import remove_stale, removed_on_failure, temp_tag
@@ -92,16 +92,62 @@ def read_lines(path: str, what: str = "input file") -> List[str]:
     return [line[:-1] if line.endswith("\r") else line for line in _drop_boms(lines)]
 
 
+def count_lines(path: str, what: str = "input file") -> int:
+    """How many lines :func:`read_lines` would return, counted in bytes (no decoding, constant memory)."""
+    check_input_file(path, what)
+    count, last = 0, b"\n"
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                count += block.count(b"\n")
+                last = block[-1:]
+    except OSError as error:
+        raise InputError(path, None, f"cannot read the {what}: {error.strerror}") from None
+    return count + (last != b"\n")
+
+
+def iter_lines(path: str, start: int = 0, stop: Optional[int] = None, what: str = "input file") -> Iterator[str]:
+    """Lines ``start`` to ``stop`` (0-based, stop excluded) of a UTF-8 file, one at a time, as :func:`read_lines`.
+
+    The same rules in constant memory: only ``\\n`` ends a line, a ``\\r`` before it and
+    byte-order marks at line starts are dropped, bytes that are not UTF-8 are an error naming
+    the line (of the whole file) and the byte.
+    """
+    check_input_file(path, what)
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle):
+                if stop is not None and number >= stop:
+                    break
+                if number < start:
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise InputError(
+                        path, number + 1,
+                        f"not UTF-8: byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line; the "
+                        "pipeline reads UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)",
+                    ) from None
+                if line.endswith("\n"):
+                    line = line[:-1]
+                if line.endswith("\r"):
+                    line = line[:-1]
+                yield line[1:] if line.startswith(BOM) else line
+    except OSError as error:
+        raise InputError(path, None, f"cannot read the {what}: {error.strerror}") from None
+
+
 def _drop_boms(lines: List[str]) -> Iterable[str]:
     for line in lines:
         yield line[1:] if line.startswith(BOM) else line
 
 
-def nonempty_lines(path: str, lines: List[str]) -> List[str]:
-    """``lines``, or an error naming the first one that holds no sentence."""
+def nonempty_lines(path: str, lines: List[str], first_line: int = 1) -> List[str]:
+    """``lines`` (the first is line ``first_line`` of ``path``), or an error naming the first one that holds no sentence."""
     empty = next((i for i, line in enumerate(lines) if not line.strip()), None)
     if empty is not None:
-        raise InputError(path, empty + 1, "empty line: every line must hold a sentence")
+        raise InputError(path, empty + first_line, "empty line: every line must hold a sentence")
     return lines
 
 

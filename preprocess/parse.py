@@ -118,8 +118,11 @@ def parse_lines(
     batch_size: int = 256,
     path: str = "<input>",
     chunk_size: int = 1000,
+    line_numbers: Optional[Sequence[int]] = None,
 ) -> Iterator[WordTree]:
     """Parse pre-tokenized lines; yields one WordTree per line, in order.
+
+    Errors name line ``line_numbers[i]`` of ``path`` for the ``i``-th line (default ``i + 1``).
 
     ``pos_column`` ``upos`` takes ``Token.pos_`` (universal tags), ``xpos`` ``Token.tag_``.
     Lines are parsed in order of length (less padding inside the parser's batches) and in
@@ -139,7 +142,8 @@ def parse_lines(
             results[order[start + k]] = item
         # yield every line whose parse (and all before it) has arrived
         while next_line < len(lines) and results[next_line] is not _PENDING:
-            yield _to_tree(results[next_line], lines[next_line], path, next_line + 1)
+            number = line_numbers[next_line] if line_numbers is not None else next_line + 1
+            yield _to_tree(results[next_line], lines[next_line], path, number)
             results[next_line] = None  # release memory
             next_line += 1
 

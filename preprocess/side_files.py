@@ -49,24 +49,41 @@ def _builder(prefix: str, stream: Stream, dictionaries: Dict[str, Dictionary]) -
     return MMapIndexedDatasetBuilder(prefix + ".bin", dtype=dtype)
 
 
+class StreamWriter:
+    """The open builders of the streams ``names`` of one split: add piece trees one at a time, then finalize."""
+
+    def __init__(self, prefix_of: Dict[str, str], dictionaries: Dict[str, Dictionary], names: Sequence[str]) -> None:
+        self.prefix_of, self.dictionaries = prefix_of, dictionaries
+        self.streams = [STREAMS[name] for name in names]
+        self.builders = {s.name: _builder(prefix_of[s.name], s, dictionaries) for s in self.streams}
+        #: each symbol stream's count of symbols missing from its dictionary
+        self.unknown = {s.name: 0 for s in self.streams if s.dictionary is not None}
+
+    def add(self, tree: WordTree) -> None:
+        for stream in self.streams:
+            values = getattr(tree, stream.field)
+            if stream.dictionary is None:
+                self.builders[stream.name].add_item(
+                    torch.from_numpy(np.asarray(values, dtype=stream.dtype).reshape(-1)))
+                continue
+            dictionary = self.dictionaries[stream.name]
+            ids = torch.tensor([dictionary.index(v) for v in values], dtype=torch.int64)
+            self.unknown[stream.name] += int((ids == dictionary.unk()).sum())
+            self.builders[stream.name].add_item(ids)
+
+    def finalize(self) -> Dict[str, int]:
+        """Write every ``.idx``; returns the unknown-symbol counts."""
+        for stream in self.streams:
+            self.builders[stream.name].finalize(self.prefix_of[stream.name] + ".idx")
+        return self.unknown
+
+
 def write_streams(
     prefix_of: Dict[str, str], trees: Iterable[WordTree], dictionaries: Dict[str, Dictionary],
     names: Sequence[str],
 ) -> Dict[str, int]:
     """Write the streams ``names`` of one split; returns each symbol stream's unknown-symbol count."""
-    streams = [STREAMS[name] for name in names]
-    builders = {s.name: _builder(prefix_of[s.name], s, dictionaries) for s in streams}
-    unknown = {s.name: 0 for s in streams if s.dictionary is not None}
+    writer = StreamWriter(prefix_of, dictionaries, names)
     for tree in trees:
-        for stream in streams:
-            values = getattr(tree, stream.field)
-            if stream.dictionary is None:
-                builders[stream.name].add_item(torch.from_numpy(np.asarray(values, dtype=stream.dtype).reshape(-1)))
-                continue
-            dictionary = dictionaries[stream.name]
-            ids = torch.tensor([dictionary.index(v) for v in values], dtype=torch.int64)
-            unknown[stream.name] += int((ids == dictionary.unk()).sum())
-            builders[stream.name].add_item(ids)
-    for stream in streams:
-        builders[stream.name].finalize(prefix_of[stream.name] + ".idx")
-    return unknown
+        writer.add(tree)
+    return writer.finalize()
