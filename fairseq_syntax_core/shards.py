@@ -1,0 +1,123 @@
+"""Sharded data-bins: which train lines a shard holds, and whether shards belong together.
+
+``fairseq-syntax-preprocess --num-shards N --shard-id I`` writes train lines
+:func:`shard_range` ``(lines, N, I)`` of the train files into a complete data-bin (valid and
+test go with shard 0), with dictionaries and BPE codes given, never learned, so that every
+shard shares them. ``syntax.json`` records the shard under :data:`SHARD_KEY`::
+
+    "shard": {"id": I, "num_shards": N, "train_lines": [start, end],    0-based, end excluded
+              "train_total_lines": n, "train_files": ["train.en", "train.de"]}
+
+fairseq reads ``data-bin/shard0:data-bin/shard1:...`` one shard per epoch with the
+dictionaries of the first (``paths[(epoch - 1) % len(paths)]``); a shard made with another
+dictionary or other BPE codes would train on wrong ids without any error. :func:`check_same_run`
+compares every file the ids depend on, by content, and the settings the task relies on;
+:func:`check_shard_set` checks that ``N`` data-bins are the shards ``0..N-1`` of one train set.
+Both are shared by the pipeline (``fairseq-syntax-preprocess-cluster``) and the task, and take
+metadata their callers have read.
+"""
+
+import hashlib
+import os
+from typing import Dict, List, Sequence, Tuple
+
+from .databin import (
+    CODES_FILE, METADATA_FILE, PARSED_LANGS_KEY, PHRASE_STRUCTURE_KEY, STREAMS, TARGET_PARSE_KEY,
+    dictionary_path,
+)
+from .errors import DataBinError
+
+SHARD_KEY = "shard"
+#: ``syntax.json`` entries every shard of a run must share (the ids' meaning, the trees' construction)
+SHARED_SETTINGS = ("source_lang", "target_lang", PARSED_LANGS_KEY, "tokenizer", "pos_column", "projection",
+                   TARGET_PARSE_KEY)
+
+
+def shard_range(lines: int, num_shards: int, shard_id: int) -> Tuple[int, int]:
+    """The 0-based line range ``[start, end)`` of shard ``shard_id``: contiguous, sizes differing by at most one."""
+    if not 0 <= shard_id < num_shards:
+        raise ValueError(f"shard id {shard_id} outside 0..{num_shards - 1}")
+    return lines * shard_id // num_shards, lines * (shard_id + 1) // num_shards
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def id_files(meta: Dict) -> List[str]:
+    """The files of a data-bin that give ids their meaning: text and stream dictionaries, BPE codes."""
+    src, tgt = meta.get("source_lang"), meta.get("target_lang")
+    names = [f"dict.{src}.txt", f"dict.{tgt}.txt"]
+    for lang, streams in sorted(meta.get(PARSED_LANGS_KEY, {}).items()):
+        for name in streams:
+            stream = STREAMS.get(name)
+            if stream is not None and stream.dictionary is not None:
+                names.append(os.path.basename(dictionary_path("", lang, stream)))
+    if meta.get("bpe", {}).get("name", "none") != "none":
+        names.append(CODES_FILE)
+    return names
+
+
+def _settings(meta: Dict) -> Dict:
+    settings = {key: meta.get(key) for key in SHARED_SETTINGS}
+    settings["parser"] = {k: v for k, v in (meta.get("parser") or {}).items() if k != "components"}
+    settings[PHRASE_STRUCTURE_KEY] = (meta.get(PHRASE_STRUCTURE_KEY) or {}).get("source")
+    return settings
+
+
+def check_same_run(first: str, first_meta: Dict, other: str, other_meta: Dict) -> None:
+    """``other`` shares ``first``'s dictionaries, BPE codes and parse settings; else DataBinError naming ``other``."""
+    mine, theirs = _settings(first_meta), _settings(other_meta)
+    for key in mine:
+        if mine[key] != theirs[key]:
+            raise DataBinError(
+                os.path.join(other, METADATA_FILE), None,
+                f"{key} {theirs[key]!r} differs from {first}'s {mine[key]!r}: the shards of one training must "
+                "come from one preprocessing setup (the same --dictdir and flags)",
+            )
+    for name in id_files(first_meta):
+        path, reference = os.path.join(other, name), os.path.join(first, name)
+        if not os.path.isfile(path):
+            raise DataBinError(path, None, f"not found: every shard holds the {name} of {first}")
+        if os.path.isfile(reference) and _sha256(path) != _sha256(reference):
+            what = "BPE codes" if name == CODES_FILE else "dictionary"
+            raise DataBinError(
+                path, None,
+                f"this {what} differs from {first}'s: a shard made with another run's {what} "
+                "(fairseq would read its ids with the first shard's); remake it with the same --dictdir",
+            )
+
+
+def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
+    """``shards`` (folder, metadata), in order, are shards ``0..N-1`` of one train set; else DataBinError.
+
+    Each must record :data:`SHARD_KEY` with ``id`` its position and ``num_shards`` ``N``; their line
+    ranges must tile the same train files; and all must share the first's files and settings.
+    """
+    count = len(shards)
+    if count == 0:
+        raise ValueError("no shard to check")
+    first, first_meta = shards[0]
+    total = None
+    for position, (folder, meta) in enumerate(shards):
+        info = meta.get(SHARD_KEY)
+        where = os.path.join(folder, METADATA_FILE)
+        if not isinstance(info, dict):
+            raise DataBinError(where, None, "is not a shard (made without --num-shards/--shard-id)")
+        if info.get("num_shards") != count or info.get("id") != position:
+            raise DataBinError(where, None, f"is shard {info.get('id')} of {info.get('num_shards')}, "
+                                            f"expected shard {position} of {count}")
+        if total is None:
+            total, files = info.get("train_total_lines"), info.get("train_files")
+        elif (info.get("train_total_lines"), info.get("train_files")) != (total, files):
+            raise DataBinError(where, None, f"was cut from train files {info.get('train_files')} of "
+                                            f"{info.get('train_total_lines')} lines, shard 0 from {files} of {total}")
+        expected = list(shard_range(total, count, position))
+        if info.get("train_lines") != expected:
+            raise DataBinError(where, None, f"holds train lines {info.get('train_lines')}, expected {expected}")
+        if position:
+            check_same_run(first, first_meta, folder, meta)
