@@ -26,6 +26,7 @@ from . import bpe as bpe_stage
 from .argtypes import at_least, non_negative, positive
 from .conllu import format_conllu, trees_for_lines
 from .destdir import check_destdir, make_temp_dir, move_into_place
+from .dictdir import DICT_ONLY_KEY, apply_dictdir
 from fairseq_syntax_core.databin import (
     CODES_FILE,
     FORMAT_VERSION,
@@ -132,6 +133,23 @@ def get_parser() -> argparse.ArgumentParser:
     tgt_syn.add_argument("--target-posdict", help="reuse a dict.TGT.pos.txt")
     syn.add_argument("--overwrite", action="store_true",
                      help="replace an existing --destdir, only if it is a data-bin made by this pipeline")
+    scale = parser.add_argument_group(
+        "corpus scale (README: Sharded preprocessing)",
+        "learn the dictionaries once (--dict-only), then write each contiguous part of the train set "
+        "into a data-bin of its own (--num-shards N --shard-id I, streamed in blocks: memory bounded by "
+        "--block-lines); fairseq-train reads data-bin/shard0:data-bin/shard1:... one shard per epoch",
+    )
+    scale.add_argument("--dict-only", action="store_true",
+                       help="learn the dictionaries, BPE codes and label/POS dictionaries on --trainpref "
+                       "(the train set, or a sample of it) and write only those to --destdir")
+    scale.add_argument("--dictdir", help="reuse the dictionaries and BPE codes of a --dict-only output "
+                       "(sets --srcdict, --tgtdict, --bpe-codes, --labeldict, --posdict and the target ones)")
+    scale.add_argument("--num-shards", type=positive,
+                       help="cut the train set into this many contiguous line ranges (needs given dictionaries)")
+    scale.add_argument("--shard-id", type=non_negative,
+                       help="write train lines of shard I (0-based) to --destdir; valid and test go with shard 0")
+    scale.add_argument("--block-lines", type=positive, default=10000,
+                       help="with --num-shards: lines read, parsed and written at a time (peak memory)")
     return parser
 
 
@@ -237,9 +255,12 @@ def read_and_tokenize(split: Split, args) -> None:
 _SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
 
 
-def check_tokens(path: str, lines: List[List[str]]) -> None:
-    """Every line holds a visible token, and none is one of fairseq's special symbols."""
-    for number, tokens in enumerate(lines, start=1):
+def check_tokens(path: str, lines: List[List[str]], first_line: int = 1) -> None:
+    """Every line holds a visible token, and none is one of fairseq's special symbols.
+
+    ``lines[0]`` is line ``first_line`` of ``path`` (a block of a streamed file).
+    """
+    for number, tokens in enumerate(lines, start=first_line):
         if not tokens or not any(is_visible(t) for t in tokens):
             raise InputError(
                 path, number,
@@ -359,8 +380,46 @@ def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
         os.remove(log)  # holds temporary paths; the summary is printed instead
 
 
+def check_scale_args(args, splits: List[Split]) -> None:
+    """``--dict-only``, ``--num-shards`` and ``--shard-id`` go with what they need, before any work."""
+    if args.dict_only:
+        if not args.trainpref or len(splits) > 1:
+            raise UsageError("--dict-only learns on --trainpref alone: give it, and drop --validpref/--testpref")
+        if args.num_shards is not None or args.dictdir:
+            raise UsageError("--dict-only writes the dictionaries that --dictdir then gives to every "
+                             "--num-shards run: run it first, on its own")
+    if (args.num_shards is None) != (args.shard_id is None):
+        raise UsageError("--num-shards and --shard-id go together")
+    if args.num_shards is None:
+        return
+    if args.shard_id >= args.num_shards:
+        raise UsageError(f"--shard-id {args.shard_id} with --num-shards {args.num_shards}: shard ids are "
+                         f"0..{args.num_shards - 1}")
+    if not args.trainpref:
+        raise UsageError("--num-shards cuts the train set: give --trainpref")
+    for flag, value in (("--external-parse", args.external_parse), ("--target-external-parse",
+                        args.target_external_parse), ("--constituency-parse", args.constituency_parse)):
+        if value:
+            raise UsageError(f"{flag} is not supported with --num-shards yet: split the parse files with the "
+                             "text and run one unsharded fairseq-syntax-preprocess per part, or parse with --parser")
+    missing = [flag for flag, value in (
+        ("--srcdict", args.srcdict), ("--tgtdict (or --joined-dictionary)", args.tgtdict or args.joined_dictionary),
+        ("--bpe-codes (or --no-bpe)", args.bpe_codes or args.no_bpe), ("--labeldict", args.labeldict),
+        ("--posdict", args.posdict)) if not value]
+    if target_parsed(args):
+        missing += [flag for flag, value in (("--target-labeldict", args.target_labeldict),
+                                             ("--target-posdict", args.target_posdict)) if not value]
+    if missing:
+        raise UsageError("--num-shards needs the dictionaries every shard shares: give --dictdir DIR (from "
+                         f"fairseq-syntax-preprocess --dict-only), or {', '.join(missing)}")
+    if args.bpe_symbols and args.bpe_codes:
+        raise UsageError("--num-shards applies given BPE codes: drop --bpe-symbols")
+
+
 def check_args(args, splits: List[Split]) -> None:
     """Everything that can be checked before the expensive work starts (see ``fileio``, ``destdir``)."""
+    apply_dictdir(args)
+    check_scale_args(args, splits)
     if not args.trainpref and not (args.srcdict and (args.bpe_codes or args.no_bpe)):
         raise UsageError("without --trainpref, give --srcdict/--tgtdict and --bpe-codes (or --no-bpe)")
     if not splits:
@@ -464,6 +523,11 @@ def run(args) -> Dict[str, object]:
             target_meta = pipeline_metadata(target_nlp)
             target_meta["name"] = args.target_parser
 
+    if args.num_shards is not None:
+        from .streaming import run_shard
+
+        return run_shard(args, splits, nlp, target_nlp, parser_meta, target_meta)
+
     start = time.perf_counter()
     stages = StageClock()
     out = make_temp_dir(destdir)
@@ -511,42 +575,18 @@ def run(args) -> Dict[str, object]:
             if tgt_piece_trees is not None:
                 summary.update(_target_summary(splits, tgt_piece_trees, tgt_unknown))
             summary["stage_seconds"] = stages.seconds
-            metadata = {
-                PRODUCER_KEY: PRODUCER,
-                "format_version": FORMAT_VERSION,
-                "source_lang": src,
-                "target_lang": tgt,
-                PARSED_LANGS_KEY: {src: list(SOURCE_STREAMS)},
-                "tokenizer": {"name": "none" if args.pretokenized else "moses",
-                              "moses_aggressive_dash_splits": True, "moses_escape": True},
-                "parser": parser_meta,
-                "pos_column": args.pos_column,
-                "bpe": {"name": "none"} if args.no_bpe else {
-                    "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
-                    "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
-                "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
-                PHRASE_STRUCTURE_KEY: {
-                    "source": PHRASE_FROM_PTB if args.constituency_parse else PHRASE_FROM_DEPENDENCY,
-                    "binarization": "right-factored, unary chains collapsed" if args.constituency_parse else
-                    "each head absorbs its dependents nearest first (ties: left); roots joined left to right",
-                    "subwords": "right-branching subtree per word",
-                    "fallback_lines": {s.name: s.phrase_fallback_lines for s in splits if s.phrase_fallback_lines},
-                },
-                "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
-                "splits": {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
-            }
-            if target_meta is not None:
-                metadata[PARSED_LANGS_KEY][tgt] = list(TARGET_STREAMS)
-                metadata[TARGET_PARSE_KEY] = {
-                    "parser": target_meta,
-                    "phrase_structure": PHRASE_FROM_DEPENDENCY,
-                    "eos": "appended by the dataset as on the source: head = last root of the line, "
-                    "label and POS = </s>",
-                }
+            metadata = build_metadata(
+                args, parser_meta, target_meta,
+                {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
+                {s.name: s.phrase_fallback_lines for s in splits if s.phrase_fallback_lines},
+            )
+            shutil.rmtree(work)
+            if args.dict_only:
+                metadata = _keep_dictionaries_only(out, metadata, splits[0])
+                summary["dict_only"] = ", ".join(sorted(os.listdir(out)))
             with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
                 json.dump(metadata, handle, indent=2, sort_keys=True)
                 handle.write("\n")
-            shutil.rmtree(work)
             with signals_deferred():
                 move_into_place(out, destdir, args.overwrite)
         except BaseException:
@@ -554,6 +594,62 @@ def run(args) -> Dict[str, object]:
                 text_chain.stop()
             raise
     return summary
+
+
+def build_metadata(args, parser_meta: Dict[str, str], target_meta: Optional[Dict[str, str]],
+                   split_meta: Dict[str, Dict[str, object]], fallback_lines: Dict[str, List[int]]) -> Dict[str, object]:
+    """The data-bin's ``syntax.json`` (``fairseq_syntax_core.databin`` names its keys).
+
+    ``split_meta``: per split, its sentence count and skipped lines; ``fallback_lines``: per split,
+    the lines without a phrase structure (``--phrase-fallback``).
+    """
+    src, tgt = args.source_lang, args.target_lang
+    metadata = {
+        PRODUCER_KEY: PRODUCER,
+        "format_version": FORMAT_VERSION,
+        "source_lang": src,
+        "target_lang": tgt,
+        PARSED_LANGS_KEY: {src: list(SOURCE_STREAMS)},
+        "tokenizer": {"name": "none" if args.pretokenized else "moses",
+                      "moses_aggressive_dash_splits": True, "moses_escape": True},
+        "parser": parser_meta,
+        "pos_column": args.pos_column,
+        "bpe": {"name": "none"} if args.no_bpe else {
+            "name": "subword_nmt", "codes": CODES_FILE, "separator": bpe_stage.SEPARATOR,
+            "symbols": args.bpe_symbols, "given_codes": os.path.basename(args.bpe_codes or "")},
+        "projection": {"rule": args.projection, "subword_label": SUBWORD_LABEL},
+        PHRASE_STRUCTURE_KEY: {
+            "source": PHRASE_FROM_PTB if args.constituency_parse else PHRASE_FROM_DEPENDENCY,
+            "binarization": "right-factored, unary chains collapsed" if args.constituency_parse else
+            "each head absorbs its dependents nearest first (ties: left); roots joined left to right",
+            "subwords": "right-branching subtree per word",
+            "fallback_lines": fallback_lines,
+        },
+        "eos": "appended by the dataset: head = last root of the line, label and POS = </s>",
+        "splits": split_meta,
+    }
+    if target_meta is not None:
+        metadata[PARSED_LANGS_KEY][tgt] = list(TARGET_STREAMS)
+        metadata[TARGET_PARSE_KEY] = {
+            "parser": target_meta,
+            "phrase_structure": PHRASE_FROM_DEPENDENCY,
+            "eos": "appended by the dataset as on the source: head = last root of the line, "
+            "label and POS = </s>",
+        }
+    return metadata
+
+
+def _keep_dictionaries_only(out: str, metadata: Dict[str, object], train: Split) -> Dict[str, object]:
+    """``--dict-only``: remove the binarized splits from the finished temporary folder; returns its metadata."""
+    from fairseq_syntax_core.shards import id_files
+
+    keep = set(id_files(metadata))
+    for name in os.listdir(out):
+        if name not in keep:
+            os.remove(os.path.join(out, name))
+    metadata[DICT_ONLY_KEY] = {"learned_on": [train.src_path, train.tgt_path], "sentences": len(train.trees)}
+    metadata["splits"] = {}
+    return metadata
 
 
 def write_length_table(splits: List[Split], work: str, out: str, src: str, tgt: str) -> None:

@@ -101,3 +101,42 @@ def check_split(data_path: str, split: str, src: str, tgt: str) -> None:
     for prefix in split_prefixes(data_path, split, src, tgt):
         check_indexed_dataset(prefix)
 
+
+
+def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
+    """``DATA1:DATA2:...`` (fairseq reads one per epoch, with the first's dictionaries) belong together.
+
+    Every path must be a data-bin of ours sharing the first's dictionaries, BPE codes and parse
+    settings (:func:`fairseq_syntax_core.shards.check_same_run`), else a DataBinError naming it.
+    Returns warnings: shards of a sharded run that are missing from the list, or listed twice.
+    """
+    from fairseq_syntax_core.databin import METADATA_FILE
+    from fairseq_syntax_core.shards import SHARD_KEY, check_same_run
+
+    if len(paths) < 2:  # one data-bin (fairseq-generate on data-bin/shard0 is the usual case)
+        return []
+    seen: Dict[int, str] = {}
+    warnings = []
+    total = None
+    for position, path in enumerate(paths):
+        if position:
+            if not os.path.isdir(path):
+                raise DataBinError(path, None, f"is not a directory: data path {position + 1} of {len(paths)} "
+                                               "(fairseq-train reads one per epoch)")
+            meta = read_metadata(os.path.join(path, METADATA_FILE))
+            check_same_run(paths[0], first_meta, path, meta)
+        else:
+            meta = first_meta
+        shard = meta.get(SHARD_KEY)
+        if isinstance(shard, dict):
+            if shard.get("id") in seen:
+                warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
+                                "are trained on twice as often")
+            seen[shard.get("id")] = path
+            total = shard.get("num_shards")
+    if seen and isinstance(total, int):
+        missing = sorted(set(range(total)) - set(seen))
+        if missing:
+            warnings.append(f"the data paths hold {len(seen)} of {total} shards (missing: "
+                            f"{', '.join(str(k) for k in missing)}): those train lines are never seen")
+    return warnings

@@ -12,7 +12,9 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_syntax.data import provenance
-from fairseq_syntax.data.data_bin_checks import REMAKE, check_dictionary, check_split, read_metadata
+from fairseq_syntax.data.data_bin_checks import (
+    REMAKE, check_dictionary, check_epoch_paths, check_split, read_metadata,
+)
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES, derivable_features
@@ -136,6 +138,9 @@ class SyntaxTranslationTask(TranslationTask):
         if not os.path.isdir(data_path):
             raise DataBinError(data_path, None, "is not a directory: expected a data-bin made by fairseq-syntax-preprocess")
         metadata = read_metadata(os.path.join(data_path, METADATA_FILE))
+        # data-bin/shard0:data-bin/shard1:...: fairseq reads one per epoch with shard 0's dictionaries
+        for warning in check_epoch_paths(utils.split_paths(cfg.data), metadata):
+            logger.warning(warning)
         if cfg.source_lang is None and cfg.target_lang is None and "source_lang" in metadata:
             cfg.source_lang, cfg.target_lang = metadata["source_lang"], metadata.get("target_lang")
         for lang in (cfg.source_lang, cfg.target_lang):

@@ -1,0 +1,73 @@
+"""``--dictdir DIR``: the dictionaries and BPE codes of a ``--dict-only`` run (or any data-bin of ours), reused.
+
+``fairseq-syntax-preprocess --dict-only`` learns everything that gives ids their meaning on the
+train set (or a sample of it) and writes only that: ``dict.SRC.txt``, ``dict.TGT.txt``,
+``bpe.codes``, ``dict.SRC.{deplabel,pos}.txt`` (and the target's with ``--target-parser``),
+and a ``syntax.json`` marked :data:`DICT_ONLY_KEY`. :func:`apply_dictdir` turns ``--dictdir``
+into the per-file flags (``--srcdict``, ``--tgtdict``, ``--bpe-codes`` or ``--no-bpe``,
+``--labeldict``, ``--posdict``, ``--target-labeldict``, ``--target-posdict``), after checking
+that the folder was made for the same languages, parser and POS column.
+"""
+
+import os
+from typing import Dict, Optional
+
+from fairseq_syntax_core.databin import (
+    CODES_FILE, LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, STREAMS, dictionary_path,
+)
+from fairseq_syntax_core.errors import UsageError
+
+from .destdir import our_metadata
+
+#: ``syntax.json`` key of a ``--dict-only`` output: where the dictionaries were learned
+DICT_ONLY_KEY = "dict_only"
+#: the flags ``--dictdir`` sets, which may not be given beside it
+_FLAGS = ("srcdict", "tgtdict", "bpe_codes", "labeldict", "posdict", "target_labeldict", "target_posdict")
+
+
+def _parser_name(meta: Optional[Dict]) -> Optional[str]:
+    return (meta or {}).get("name")
+
+
+def apply_dictdir(args) -> None:
+    """Fill the dictionary flags of ``args`` from ``args.dictdir`` (nothing without it); UsageError on a mismatch."""
+    folder = args.dictdir
+    if not folder:
+        return
+    given = ["--" + flag.replace("_", "-") for flag in _FLAGS if getattr(args, flag)]
+    if given or args.bpe_symbols:
+        raise UsageError(f"--dictdir gives the dictionaries and BPE codes: drop {', '.join(given or ['--bpe-symbols'])}")
+    meta = our_metadata(os.path.join(folder, METADATA_FILE))
+    if meta is None:
+        raise UsageError(f"--dictdir {folder}: no {METADATA_FILE} of fairseq-syntax-preprocess there; make it with "
+                         "fairseq-syntax-preprocess --dict-only (or name a data-bin it made)")
+    src, tgt = args.source_lang, args.target_lang
+    where = os.path.join(folder, METADATA_FILE)
+    if (meta.get("source_lang"), meta.get("target_lang")) != (src, tgt):
+        raise UsageError(f"--dictdir {folder} was made for {meta.get('source_lang')}-{meta.get('target_lang')}, "
+                         f"not {src}-{tgt} ({where})")
+    if meta.get("pos_column") != args.pos_column:
+        raise UsageError(f"--dictdir {folder} holds --pos-column {meta.get('pos_column')} tags, not "
+                         f"{args.pos_column} ({where})")
+    parsed = meta.get(PARSED_LANGS_KEY, {})
+    for flag, wanted, recorded in (("--parser", args.parser, _parser_name(meta.get("parser"))),
+                                   ("--target-parser", args.target_parser,
+                                    _parser_name((meta.get("target_parse") or {}).get("parser")))):
+        if wanted and recorded and wanted != recorded:
+            raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {flag} {recorded}, "
+                             f"not {wanted} ({where})")
+    args.srcdict = os.path.join(folder, f"dict.{src}.txt")
+    if not args.joined_dictionary:
+        args.tgtdict = os.path.join(folder, f"dict.{tgt}.txt")
+    if meta.get("bpe", {}).get("name", "none") == "none":
+        args.no_bpe = True
+    else:
+        args.bpe_codes = os.path.join(folder, CODES_FILE)
+    args.labeldict = dictionary_path(folder, src, STREAMS[LABEL.name])
+    args.posdict = dictionary_path(folder, src, STREAMS[POS.name])
+    if args.target_parser or args.target_external_parse:
+        if tgt not in parsed:
+            raise UsageError(f"--dictdir {folder} has no target label/POS dictionaries: make it with "
+                             "--dict-only --target-parser too")
+        args.target_labeldict = dictionary_path(folder, tgt, STREAMS[LABEL.name])
+        args.target_posdict = dictionary_path(folder, tgt, STREAMS[POS.name])

@@ -1,0 +1,206 @@
+"""Sharded preprocessing (issue 15): --dict-only, --num-shards/--shard-id, the cluster command, the task on shards.
+
+The spec: shards made with the dictionaries of a ``--dict-only`` run, read together, give the
+same sentences, side streams and dictionaries as the unsharded data-bin; shards that do not
+belong together are errors naming the shard; ``fairseq-train shard0:shard1`` trains with the
+task's checks run on each shard; the submitit command limits its jobs, sets their timeout and
+cancels them when it is killed.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from fairseq_syntax_core.errors import DataBinError, UsageError
+
+from .conftest import CLI_TINY, SAMPLE, call, multi30k_slice, spacy_model, syntax_task, tool, write
+
+SRC, TGT = "en", "de"
+STREAMS = ("head", "deplabel", "pos", "phrase")
+DICTIONARIES = ("dict.en.txt", "dict.de.txt", "dict.en.deplabel.txt", "dict.en.pos.txt", "bpe.codes")
+
+
+def preprocess(argv):
+    from fairseq_syntax_preprocess.cli import get_parser, run
+
+    return run(get_parser().parse_args(argv))
+
+
+def common(raw, parser):
+    return ["-s", SRC, "-t", TGT, "--trainpref", str(raw / "train"), "--parser", parser, "--workers", "1"]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """An unsharded data-bin, a --dict-only folder on the same train set, and two shards made with it."""
+    parser = spacy_model()
+    root = tmp_path_factory.mktemp("sharding")
+    raw = root / "raw"
+    raw.mkdir()
+    multi30k_slice(str(raw), {"train": 240, "val": 20, "test_2016_flickr": 20})
+    splits = ["--validpref", str(raw / "valid"), "--testpref", str(raw / "test")]
+    learn = ["--bpe-symbols", "800", "--joined-dictionary"]
+    preprocess(common(raw, parser) + splits + learn + ["--destdir", str(root / "whole")])
+    preprocess(common(raw, parser) + learn + ["--dict-only", "--destdir", str(root / "dicts")])
+    summaries = [
+        preprocess(common(raw, parser) + splits + ["--dictdir", str(root / "dicts"), "--joined-dictionary",
+                                                   "--num-shards", "2", "--shard-id", str(k), "--block-lines", "50",
+                                                   "--destdir", str(root / f"bin/shard{k}")])
+        for k in range(2)
+    ]
+    return root, raw, summaries
+
+
+def items(prefix):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    dataset = MMapIndexedDataset(str(prefix))
+    return [dataset[i].numpy().tolist() for i in range(len(dataset))]
+
+
+def read(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def test_shard_ranges_are_contiguous_cover_every_line_and_differ_by_at_most_one():
+    from fairseq_syntax_core.shards import shard_range
+
+    for lines, shards in ((10, 3), (7, 7), (4500000, 16), (1, 1)):
+        ranges = [shard_range(lines, shards, k) for k in range(shards)]
+        assert ranges[0][0] == 0 and ranges[-1][1] == lines
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert max(e - s for s, e in ranges) - min(e - s for s, e in ranges) <= 1
+    with pytest.raises(ValueError):
+        shard_range(10, 2, 2)
+
+
+def test_dict_only_writes_the_dictionaries_and_codes_of_the_unsharded_run_and_nothing_else(made):
+    root, _, _ = made
+    assert sorted(os.listdir(root / "dicts")) == sorted(DICTIONARIES + ("syntax.json",))
+    for name in DICTIONARIES:
+        assert read(root / "dicts" / name) == read(root / "whole" / name), name
+    meta = json.loads(read(root / "dicts" / "syntax.json"))
+    assert meta["dict_only"]["sentences"] == 240 and meta["splits"] == {}
+
+
+def test_two_shards_read_together_equal_the_unsharded_data_bin(made):
+    root, _, summaries = made
+    whole, shards = root / "whole", [root / "bin" / f"shard{k}" for k in range(2)]
+    assert [s["sentences"] for s in summaries] == [120 + 20 + 20, 120]
+    for shard in shards:  # the same dictionaries and codes in every shard
+        for name in DICTIONARIES:
+            assert read(shard / name) == read(whole / name), (shard, name)
+    # the train sentences and every side stream, shard 0's lines then shard 1's
+    for lang in (SRC, TGT):
+        name = f"train.{SRC}-{TGT}.{lang}"
+        assert items(shards[0] / name) + items(shards[1] / name) == items(whole / name), name
+    for stream in STREAMS:
+        name = f"train.{SRC}-{TGT}.{SRC}.{stream}"
+        assert items(shards[0] / name) + items(shards[1] / name) == items(whole / name), name
+    # valid and test go with shard 0, byte for byte (fairseq reads them from the first path)
+    for split in ("valid", "test"):
+        for suffix in [f"{SRC}", f"{TGT}"] + [f"{SRC}.{s}" for s in STREAMS]:
+            for ext in ("bin", "idx"):
+                name = f"{split}.{SRC}-{TGT}.{suffix}.{ext}"
+                assert read(shards[0] / name) == read(whole / name), name
+                assert not (shards[1] / name).exists()
+    # the settings the task reads are the same; each shard records its line range
+    from fairseq_syntax_core.shards import SHARED_SETTINGS
+
+    metas = [json.loads(read(d / "syntax.json")) for d in (whole, *shards)]
+    for key in SHARED_SETTINGS + ("parser", "phrase_structure"):
+        assert metas[1].get(key) == metas[0].get(key) == metas[2].get(key), key
+    assert [m["shard"]["train_lines"] for m in metas[1:]] == [[0, 120], [120, 240]]
+
+
+def test_each_shard_holds_the_length_prior_of_its_own_train_lines(made):
+    """The decision documented in the README: a shard's table counts its own lines; the tables add up."""
+    from fairseq_syntax_core.length_prior import read_length_prior
+
+    root, _, _ = made
+    name = f"length_prior.{SRC}-{TGT}.json"
+    whole = read_length_prior(str(root / "whole" / name))
+    parts = [read_length_prior(str(root / "bin" / f"shard{k}" / name)) for k in range(2)]
+    assert [p.lines for p in parts] == [120, 120]
+    summed = {}
+    for part in parts:
+        for key, count in part.counts.items():
+            summed[key] = summed.get(key, 0) + count
+    assert summed == whole.counts
+
+
+def test_bad_shard_arguments_are_refused_before_any_work(made, tmp_path):
+    root, raw, _ = made
+    parser = spacy_model()
+    base = common(raw, parser) + ["--destdir", str(tmp_path / "s")]
+    with pytest.raises(UsageError, match=r"--shard-id 2 with --num-shards 2: shard ids are 0..1"):
+        preprocess(base + ["--dictdir", str(root / "dicts"), "--num-shards", "2", "--shard-id", "2"])
+    with pytest.raises(UsageError, match=r"needs the dictionaries every shard shares: give --dictdir"):
+        preprocess(base + ["--bpe-symbols", "100", "--num-shards", "2", "--shard-id", "0"])
+    with pytest.raises(UsageError, match=r"--num-shards and --shard-id go together"):
+        preprocess(base + ["--dictdir", str(root / "dicts"), "--num-shards", "2"])
+    with pytest.raises(UsageError, match=r"--dictdir .* was made for en-de, not en-fr"):
+        preprocess(["-s", "en", "-t", "fr"] + base[4:] + ["--dictdir", str(root / "dicts"),
+                                                          "--num-shards", "2", "--shard-id", "0"])
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_bad_line_in_a_shard_names_its_line_in_the_whole_train_file(made, tmp_path):
+    root, raw, _ = made
+    lines = read(raw / "train.en").decode().splitlines()
+    lines[199] = "   "
+    write(tmp_path / "train.en", "\n".join(lines) + "\n")
+    shutil.copyfile(raw / "train.de", tmp_path / "train.de")
+    argv = common(tmp_path, spacy_model()) + ["--dictdir", str(root / "dicts"), "--joined-dictionary",
+                                              "--num-shards", "2", "--shard-id", "1", "--block-lines", "50",
+                                              "--destdir", str(tmp_path / "shard1")]
+    from fairseq_syntax_core.errors import InputError
+
+    with pytest.raises(InputError, match=r"train.en:200: empty line"):
+        preprocess(argv)
+    assert not (tmp_path / "shard1").exists()
+    assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+
+
+def test_the_task_reads_one_shard_per_epoch_and_checks_each(made, tmp_path):
+    root, _, _ = made
+    shards = [root / "bin" / f"shard{k}" for k in range(2)]
+    task = syntax_task(f"{shards[0]}:{shards[1]}")
+    sizes = []
+    for epoch in (1, 2, 3):
+        task.load_dataset("train", epoch=epoch)
+        sizes.append(len(task.datasets["train"]))
+    assert sizes == [120, 120, 120]
+    task.load_dataset("valid")
+    assert len(task.datasets["valid"]) == 20
+    # a list that lacks a shard of the run, or lists one twice, is trained on with a warning
+    from fairseq_syntax.data.data_bin_checks import check_epoch_paths
+
+    meta = json.loads(read(shards[0] / "syntax.json"))
+    assert check_epoch_paths([str(shards[0])], meta) == []
+    warnings = check_epoch_paths([str(shards[0]), str(shards[0])], meta)
+    assert "is shard 0 again" in warnings[0] and "hold 1 of 2 shards (missing: 1)" in warnings[1]
+    # a shard whose side-files are another shard's: epoch 2 stops naming it
+    bad = tmp_path / "shard1"
+    shutil.copytree(shards[1], bad)
+    for ext in ("bin", "idx"):
+        shutil.copyfile(shards[0] / f"valid.en-de.en.head.{ext}", bad / f"train.en-de.en.head.{ext}")
+    task = syntax_task(f"{shards[0]}:{bad}")
+    task.load_dataset("train", epoch=1)
+    with pytest.raises(DataBinError, match=str(bad)):
+        task.load_dataset("train", epoch=2)
+
+
+def test_fairseq_train_on_two_shards(made, tmp_path):
+    root, _, _ = made
+    data = f"{root / 'bin' / 'shard0'}:{root / 'bin' / 'shard1'}"
+    result = call([tool("fairseq-train"), data, "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                   "--arch", "transformer_dep_rel", *CLI_TINY, "--optimizer", "adam", "--lr", "0.005",
+                   "--max-tokens", "2000", "--max-epoch", "2", "--save-dir", str(tmp_path / "ckpt"),
+                   "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1"], cwd=str(tmp_path))
+    log = result.stdout + result.stderr
+    assert "shard0/train.en-de.en" in log and "shard1/train.en-de.en" in log  # one shard per epoch
+    assert os.path.exists(tmp_path / "ckpt" / "checkpoint_last.pt")
