@@ -186,6 +186,15 @@ class Submission:
     def run(self) -> Dict[int, Dict[str, object]]:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, self.cancel)
+        try:
+            return self._run()
+        except BaseException:  # a submission that failed half-way: no job outlives it
+            for shard_id, job in self.jobs.items():
+                if shard_id not in self.results:
+                    job.cancel(check=False)
+            raise
+
+    def _run(self) -> Dict[int, Dict[str, object]]:
         if self.executor.cluster == "slurm":  # one array; SLURM limits it to slurm_array_parallelism
             for shard_id, job in enumerate(self.executor.map_array(preprocess_shard, self.argvs)):
                 self._submitted(shard_id, job)
