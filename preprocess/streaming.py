@@ -272,6 +272,10 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
                 prefix = "" if lang == src else "target_"
                 unknown[prefix + "unknown_labels"] += missing[LABEL.name]
                 unknown[prefix + "unknown_pos"] += missing[POS.name]
+            if counts.numbers["sentences"] == before:
+                raise InputError(split.src_path, None, f"every line of the {split.name} split"
+                                 f"{' in this shard' if split.name == 'train' else ''} is longer than "
+                                 f"--max-len {args.max_len}: nothing is left")
             split_meta[split.name] = {"sentences": counts.numbers["sentences"] - before, "skipped_lines": skipped}
             if split.name == "train":
                 shard_info = {"id": args.shard_id, "num_shards": args.num_shards, "train_lines": [start, stop],
