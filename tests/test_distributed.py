@@ -219,6 +219,7 @@ def parameters_without_gradient(work, flags):
 
 
 # ----------------------------------------------------------- what fairseq would do silently on CPU
+@pytest.mark.slow
 def test_two_fairseq_train_processes_train_one_model_with_gloo(work):
     """The command of the README, as a user types it: two fairseq-train processes, one per rank."""
     port = free_port()
@@ -231,27 +232,51 @@ def test_two_fairseq_train_processes_train_one_model_with_gloo(work):
     assert "num_updates\": \"2\"" in outputs[0] and (work / "cli" / "checkpoint_last.pt").exists()
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--distributed-world-size", "2"], "would start none and exit without training"),
-    (["--distributed-world-size", "2", "--distributed-init-method", "tcp://127.0.0.1:1"],
-     "would start none and exit without training"),
-    (["--distributed-world-size", "2", "--distributed-rank", "0", "--distributed-no-spawn",
-      "--distributed-init-method", "tcp://127.0.0.1:1"], "--distributed-backend nccl needs GPUs"),
-    (["--distributed-world-size", "2", "--distributed-rank", "0", "--distributed-no-spawn",
-      "--distributed-init-method", "tcp://127.0.0.1:1", "--distributed-backend", "gloo"],
-     "--ddp-backend pytorch_ddp wraps the model with GPU device ids"),
-])
-def test_cpu_settings_fairseq_would_ignore_or_trip_on_stop_with_the_flags_that_work(work, flags, message):
-    """Without GPU, fairseq's spawn starts no process and exits 0 (nothing trained), nccl and
-    pytorch_ddp fail deep inside torch: the plugin stops first, naming the CPU flags."""
+@pytest.mark.slow
+def test_without_gpu_fairseq_train_with_a_world_size_stops_instead_of_exiting_0_untrained(work):
+    """fairseq's spawn starts min(GPUs, N) = 0 processes and exits 0, nothing trained: the plugin
+    stops first, naming the per-rank CPU flags, with no traceback and no checkpoint."""
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: fairseq's own spawning applies")
     result = call([tool("fairseq-train"), *COMMON, *FAMILIES["relative+dependency"], "--max-update", "1",
-                   "--save-dir", "refused", *flags], cwd=work, expect_ok=False)
-    assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
-    assert "--distributed-backend gloo" in result.stderr or "legacy_ddp" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not (work / "refused" / "checkpoint_last.pt").exists()
+                   "--save-dir", "refused", "--distributed-world-size", "2", "--distributed-init-method",
+                   "tcp://127.0.0.1:1"], cwd=work, expect_ok=False)
+    assert result.returncode != 0 and "would start none and exit without training" in result.stderr
+    assert "--distributed-no-spawn" in result.stderr and "--distributed-backend gloo" in result.stderr
+    assert "Traceback" not in result.stderr and not (work / "refused").exists()
+
+
+def cpu_cfg(**distributed):
+    from types import SimpleNamespace
+
+    dt = dict(distributed_world_size=2, distributed_no_spawn=True, distributed_backend="gloo",
+              ddp_backend="legacy_ddp", pipeline_model_parallel=False)
+    dt.update(distributed)
+    return SimpleNamespace(distributed_training=SimpleNamespace(**dt), common=SimpleNamespace(cpu=True, tpu=False))
+
+
+@pytest.mark.parametrize("settings, gpus, message", [
+    ({"distributed_no_spawn": False}, 0, "would start none and exit without training"),
+    ({"distributed_backend": "nccl"}, 0, "--distributed-backend nccl needs GPUs"),
+    ({"ddp_backend": "pytorch_ddp"}, 0, "--ddp-backend pytorch_ddp wraps the model with GPU device ids"),
+    ({"ddp_backend": "c10d"}, 2, "--ddp-backend c10d wraps"),  # --cpu on a machine with GPUs
+    ({}, 0, None),  # the README's CPU flags
+    ({"distributed_world_size": 1, "distributed_no_spawn": False, "distributed_backend": "nccl"}, 0, None),
+    ({"distributed_no_spawn": False, "distributed_backend": "nccl", "ddp_backend": "pytorch_ddp"}, 8, "nccl"),
+])
+def test_cpu_settings_fairseq_would_ignore_or_trip_on_are_named(settings, gpus, message):
+    from fairseq_syntax.compat import distributed_cpu_error
+
+    error = distributed_cpu_error(cpu_cfg(**settings), gpus)
+    assert (error is None) if message is None else (message in error), error
+
+
+def test_gpu_runs_are_left_to_fairseq():
+    from fairseq_syntax.compat import distributed_cpu_error
+
+    cfg = cpu_cfg(distributed_no_spawn=False, distributed_backend="nccl", ddp_backend="pytorch_ddp")
+    cfg.common.cpu = False
+    assert distributed_cpu_error(cfg, 8) is None
 
 
 def test_torchrun_environment_gives_rank_and_world_size_on_cpu():
