@@ -367,6 +367,13 @@ class SyntaxTranslationTask(TranslationTask):
             )
         self.target_requested.update(wanted)
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's; a criterion that draws random numbers first learns which batch of the update this is
+        (BlackOut's negatives: the same with N ranks as with ``--update-freq N``, and on resume)."""
+        if hasattr(criterion, "begin_micro_batch"):
+            criterion.begin_micro_batch(update_num)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
     # ------------------------------------------------------------- inference
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
                         prefix_allowed_tokens_fn=None):
