@@ -10,7 +10,14 @@ def for_model(sample: Dict, model) -> Dict:
     reads, and give each model its share, as ``SyntaxTranslationTask`` does for one model.
     """
     wanted = model.syntax_inputs() if hasattr(model, "syntax_inputs") else set()
-    net_input = {k: v for k, v in sample["net_input"].items() if k != "src_syntax"}
+    target = getattr(model, "target_syntax_inputs", None)
+    target_wanted = set(target() or ()) if callable(target) else set()
+    net_input = {k: v for k, v in sample["net_input"].items() if k not in ("src_syntax", "tgt_syntax")}
     if wanted:
         net_input["src_syntax"] = {k: v for k, v in sample["net_input"]["src_syntax"].items() if k in wanted}
-    return dict(sample, net_input=net_input)
+    own = dict(sample, net_input=net_input)
+    own.pop("target_syntax", None)
+    if target_wanted:  # paper 002's target side: inputs aligned with prev_output_tokens, gold aligned with target
+        net_input["tgt_syntax"] = {k: v for k, v in sample["net_input"]["tgt_syntax"].items() if k in target_wanted}
+        own["target_syntax"] = {k: v for k, v in sample["target_syntax"].items() if k in target_wanted}
+    return own

@@ -96,6 +96,10 @@ def main() -> None:
     parser.add_argument("--gen-batches", type=int, default=10)
     parser.add_argument("--gen-batch-size", type=int, default=64)
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--fixed-length", type=int, default=0, metavar="N",
+                        help="every hypothesis exactly N target tokens (min_len = max_len = N): generation speed "
+                             "per decoder step, independent of how long each model's outputs are (0: max_len "
+                             "1.2 x source + 10, outputs end where the model says)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
@@ -115,7 +119,7 @@ def main() -> None:
     # batches from one task with every feature any model consumes; each model gets its share
     feeder = built[archs[-1]][0]
     for task, model, _, _ in built.values():
-        feeder.syntax_requested.update(model.syntax_inputs() if hasattr(model, "syntax_inputs") else ())
+        feeder.request_inputs(model, require_target=True)  # source and target (paper 002) features
     feeder.load_dataset("train")
     feeder.load_dataset(args.gen_subset)
     from fairseq import utils
@@ -159,13 +163,18 @@ def main() -> None:
 
     gen_seconds = {a: 0.0 for a in archs}
     sentences = {a: 0 for a in archs}
-    gen_args = argparse.Namespace(beam=args.beam, max_len_a=1.2, max_len_b=10)
+    if args.fixed_length:
+        gen_args = argparse.Namespace(beam=args.beam, max_len_a=0, max_len_b=args.fixed_length,
+                                      min_len=args.fixed_length)
+    else:
+        gen_args = argparse.Namespace(beam=args.beam, max_len_a=1.2, max_len_b=10)
     generators = {a: built[a][0].build_generator([built[a][1]], gen_args) for a in archs}
     for sample in gen_batches:
         for arch in archs:
             task, model, _, _ = built[arch]
             model.eval()
             own = for_model(sample, model)
+            own["net_input"].pop("tgt_syntax", None)  # predicted at generation, as the task's inference_step does
             sync()
             start = time.perf_counter()
             with torch.no_grad():
@@ -192,6 +201,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
         "memory_measure": "cuda max_memory_allocated" if device.type == "cuda" else "saved-for-backward bytes + 4 x parameter bytes",
         "train_steps": args.train_steps, "max_tokens": args.max_tokens, "gen_batches": len(gen_batches),
+        "gen_fixed_length": args.fixed_length or None,
         "models": rows, "command": " ".join(["python"] + [shlex.quote(a) for a in sys.argv]),
     }, indent=2))
 

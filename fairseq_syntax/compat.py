@@ -19,6 +19,18 @@ fairseq function                        what the wrapper adds                   
                                         input and the line (fairseq: a bare
                                         ``UnicodeDecodeError`` after decoding
                                         a whole chunk)
+``distributed.utils.call_main``         on a machine without GPU (or with     0.12.2,
+                                        ``--cpu``): refuses the settings that   0.12.3 (main)
+                                        fairseq would run as a silent no-op
+                                        (its spawn starts min(GPUs, world
+                                        size) = 0 processes and exits 0) or
+                                        fail obscurely (nccl, ``pytorch_ddp``'s
+                                        GPU device ids, an assertion on the
+                                        GPU count), naming the flags that
+                                        work; under ``torchrun`` it takes rank
+                                        and world size from the environment
+                                        (fairseq divides the rank by the GPU
+                                        count)
 =====================================  ======================================  ===========
 """
 
@@ -29,9 +41,9 @@ import os
 import pickle
 import sys
 import zipfile
-from typing import Iterator, List
+from typing import Iterator, List, Mapping, Optional
 
-from fairseq_syntax_core.errors import CheckpointError, InputError
+from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
 
@@ -128,10 +140,110 @@ def _wrap_buffered_read() -> bool:
     return True
 
 
+#: the environment torchrun (torch.distributed.launch) sets for each process
+TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+#: the --ddp-backend values whose wrapper runs on CPU modules (fairseq's LegacyDistributedDataParallel)
+CPU_DDP_BACKENDS = ("legacy_ddp", "no_c10d")
+CPU_RANK_FLAGS = (
+    "--cpu --distributed-backend gloo --ddp-backend legacy_ddp --distributed-world-size N "
+    "--distributed-rank R --distributed-no-spawn --distributed-init-method tcp://HOST:PORT"
+)
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def adopt_torchrun_on_cpu(dt, env: Mapping[str, str]) -> bool:
+    """Under torchrun without GPU, set rank and world size from ``env`` as fairseq does on GPU.
+
+    fairseq's ``_infer_torch_distributed_launch_init`` computes ``RANK % torch.cuda.device_count()``
+    (a ZeroDivisionError without GPU), and on CPU its default ``--distributed-world-size`` is 1,
+    with which it would not even look at the environment: each process would train alone on the
+    whole data and write the same checkpoints. Returns whether ``dt`` was set.
+    """
+    if dt.distributed_init_method is not None or not all(key in env for key in TORCHRUN_ENV):
+        return False
+    world = int(env["WORLD_SIZE"])
+    if dt.distributed_world_size not in (1, world):
+        raise UsageError(
+            f"--distributed-world-size {dt.distributed_world_size} disagrees with torchrun's WORLD_SIZE={world}: "
+            "leave the flag out under torchrun"
+        )
+    dt.distributed_init_method = "env://"
+    dt.distributed_world_size = world
+    dt.distributed_rank = int(env["RANK"])
+    dt.device_id = int(env.get("LOCAL_RANK", 0))
+    dt.distributed_no_spawn = True
+    return True
+
+
+def distributed_cpu_error(cfg, gpus: int) -> Optional[str]:
+    """Why fairseq cannot train ``cfg`` with several ranks on CPU (``gpus`` = 0 or ``--cpu``), or None.
+
+    Only settings fairseq would run as a silent no-op or fail on obscurely are named; a
+    single process, TPU and GPU runs are left to fairseq.
+    """
+    dt, common = cfg.distributed_training, cfg.common
+    if dt.distributed_world_size <= 1 or getattr(common, "tpu", False):
+        return None
+    on_cpu = getattr(common, "cpu", False) or gpus == 0
+    if not on_cpu:
+        return None
+    if gpus == 0 and not dt.distributed_no_spawn and not getattr(dt, "pipeline_model_parallel", False):
+        return (
+            f"--distributed-world-size {dt.distributed_world_size} without GPU: fairseq spawns one process "
+            "per GPU, so it would start none and exit without training. On CPU start one process per rank "
+            f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (README, Scale out)"
+        )
+    if dt.distributed_backend == "nccl":
+        return (
+            "--distributed-backend nccl needs GPUs: on CPU use --distributed-backend gloo "
+            f"(with {CPU_RANK_FLAGS})"
+        )
+    if dt.ddp_backend not in CPU_DDP_BACKENDS:
+        return (
+            f"--ddp-backend {dt.ddp_backend} wraps the model with GPU device ids, which a CPU model refuses: "
+            "on CPU use --ddp-backend legacy_ddp (fairseq's own gradient all-reduce)"
+        )
+    return None
+
+
+def _wrap_call_main(distributed_utils) -> bool:
+    original = getattr(distributed_utils, "call_main", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters) != ("cfg", "main", "kwargs"):
+        logger.warning("fairseq's call_main has changed: multi-rank runs on CPU are not checked")
+        return False
+
+    @functools.wraps(original)
+    def call_main(cfg, main, **kwargs):
+        gpus = _gpu_count()
+        dt = cfg.distributed_training
+        if gpus == 0 and not getattr(cfg.common, "tpu", False) and adopt_torchrun_on_cpu(dt, os.environ):
+            logger.info(
+                f"torchrun without GPU: rank {dt.distributed_rank} of {dt.distributed_world_size} "
+                "from the environment (fairseq would divide the rank by the GPU count)"
+            )
+        error = distributed_cpu_error(cfg, gpus)
+        if error is not None:
+            raise UsageError(error)
+        return original(cfg, main, **kwargs)
+
+    call_main._fairseq_syntax = True  # type: ignore[attr-defined]
+    distributed_utils.call_main = call_main
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
+    from fairseq.distributed import utils as distributed_utils
 
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
     _wrap_buffered_read()
+    _wrap_call_main(distributed_utils)
     install_error_hook()

@@ -359,3 +359,30 @@ def test_negatives_are_drawn_with_replacement_from_q():
     assert q[d.pad()] == 0 and q[d.bos()] == 0 and not ((draws == d.pad()) | (draws == d.bos())).any()
     frequency = torch.bincount(draws, minlength=len(d)).double() / draws.numel()
     assert torch.allclose(frequency, q.double(), atol=0.01)
+
+
+def test_in_training_each_batch_of_an_update_draws_its_own_negatives_from_the_seed():
+    """Through the task (begin_micro_batch): batch i of update u draws from (seed, u, i), whatever
+    torch's RNG holds, so rank r of N draws what micro-batch r of one process with --update-freq N
+    draws, and a resumed run draws what the uninterrupted one drew."""
+    d = dictionary()
+    first, again = criterion(d, samples=13), criterion(d, samples=13)
+    first.seed = again.seed = 3
+    cpu = torch.device("cpu")
+    first.begin_micro_batch(5)
+    torch.manual_seed(0)
+    a0 = first.sample_negatives(cpu)
+    first.begin_micro_batch(5)
+    a1 = first.sample_negatives(cpu)
+    first.begin_micro_batch(6)
+    b0 = first.sample_negatives(cpu)
+    again.begin_micro_batch(5)
+    torch.manual_seed(123)  # torch's RNG plays no part
+    assert torch.equal(again.sample_negatives(cpu), a0)
+    assert not torch.equal(a0, a1) and not torch.equal(a0, b0)
+    again.begin_micro_batch(5)
+    assert torch.equal(again.sample_negatives(cpu), a1)
+    other_seed = criterion(d, samples=13)
+    other_seed.seed = 4
+    other_seed.begin_micro_batch(5)
+    assert not torch.equal(other_seed.sample_negatives(cpu), a0)

@@ -147,6 +147,7 @@ class BlackOutConfig(FairseqDataclass):
                           "(0: uniform over target words, 1: unigram); paper 004 and Ji et al.: 0.4"},
     )
     sentence_avg: bool = II("optimization.sentence_avg")
+    seed: int = II("common.seed")
 
 
 # --------------------------------------------------------------------------- the objective
@@ -347,8 +348,13 @@ def output_adapter(model: nn.Module) -> OutputAdapter:
 class BlackOutCriterion(FairseqCriterion):
     """BlackOut in training, the full softmax's NLL in validation (module docstring)."""
 
-    def __init__(self, task, sentence_avg: bool, blackout_samples: int = 500, blackout_beta: float = 0.4) -> None:
+    def __init__(self, task, sentence_avg: bool, blackout_samples: int = 500, blackout_beta: float = 0.4,
+                 seed: int = 1) -> None:
         super().__init__(task)
+        self.seed = int(seed)
+        self._update: Optional[int] = None  # the update whose micro-batches are being counted
+        self._micro = 0
+        self._generators: Dict[torch.device, torch.Generator] = {}
         self.sentence_avg = sentence_avg
         self.vocab_size = len(task.target_dictionary)
         check_options(blackout_samples, blackout_beta, self.vocab_size)
@@ -402,10 +408,43 @@ class BlackOutCriterion(FairseqCriterion):
             self._device_tables[device] = tables
         return tables
 
+    def begin_micro_batch(self, update_num: int) -> None:
+        """Count the micro-batches of an update (the task calls this before each training forward)."""
+        if update_num != self._update:
+            self._update, self._micro = update_num, 0
+        else:
+            self._micro += 1
+
+    def batch_index(self) -> int:
+        """This micro-batch's place among all the update's batches: ``micro * world_size + rank``.
+
+        fairseq gives rank ``r`` of ``W`` the batches ``r, r + W, ...`` and groups ``--update-freq``
+        of them, so the index equals the micro-batch index of one process running
+        ``--update-freq W * U``: the same batch draws the same negatives either way.
+        """
+        from fairseq.distributed import utils as distributed_utils
+
+        if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return self._micro
+        world = distributed_utils.get_data_parallel_world_size()
+        return self._micro * world + distributed_utils.get_data_parallel_rank()
+
     def sample_negatives(self, device: torch.device) -> Tensor:
-        """``K`` word ids drawn from ``Q`` with replacement (torch's RNG, which fairseq seeds per update)."""
+        """``K`` word ids drawn from ``Q`` with replacement.
+
+        In training through the task, each batch draws from its own generator seeded by
+        (``--seed``, update, :meth:`batch_index`): ranks draw different negatives, the draws equal
+        those of one process with ``--update-freq`` over the same batches, and a resumed run draws
+        what the uninterrupted one drew. Elsewhere, torch's RNG (which fairseq seeds per update).
+        """
         q, _ = self._tables(device)
-        return torch.multinomial(q, self.samples, replacement=True)
+        if self._update is None:
+            return torch.multinomial(q, self.samples, replacement=True)
+        generator = self._generators.get(device)
+        if generator is None:
+            generator = self._generators[device] = torch.Generator(device=device)
+        generator.manual_seed((self.seed * 1_000_003 + self._update) * 4096 + self.batch_index())
+        return torch.multinomial(q, self.samples, replacement=True, generator=generator)
 
     # ---- fairseq interface
     def forward(self, model, sample, reduce=True):

@@ -151,27 +151,37 @@ class SyntaxTranslationTask(TranslationTask):
         metadata_path = os.path.join(data_path, METADATA_FILE)
         if src not in metadata.get(PARSED_LANGS_KEY, {}):
             raise DataBinError(metadata_path, None, f"source language '{src}' was not parsed in this data-bin")
-        names = metadata[PARSED_LANGS_KEY][src]
-        unknown = [n for n in names if n not in STREAMS or STREAMS[n].side != SOURCE]
-        if unknown:
-            raise DataBinError(metadata_path, None, f"lists source streams {unknown} that this version does not know "
-                               f"(known: {sorted(STREAMS)}); {REMAKE}")
-        missing = [n for n in (LABEL.name, POS.name, "head") if n not in names]
-        if missing:
-            raise DataBinError(metadata_path, None, f"the source streams lack {missing}; {REMAKE}")
-        dictionaries = {}
-        for name in names:
-            stream = STREAMS[name]
-            if stream.dictionary is None:
-                continue
-            path = dictionary_path(data_path, src, stream)
-            check_dictionary(path, _DICTIONARY_NAMES.get(name, f"{name} dictionary"))
-            dictionaries[name] = Dictionary.load(path)
+        dictionaries = cls._stream_dictionaries(data_path, src, metadata[PARSED_LANGS_KEY][src], SOURCE)
         label_dict, pos_dict = dictionaries[LABEL.name], dictionaries[POS.name]
         logger.info(f"[{src}] dependency labels: {len(label_dict)} types, POS: {len(pos_dict)} types")
         target_dictionaries = cls._target_dictionaries(data_path, metadata, cfg.target_lang)
         return cls(cfg, task.src_dict, task.tgt_dict, label_dict, pos_dict, metadata, dictionaries,
                    target_dictionaries)
+
+    @staticmethod
+    def _stream_dictionaries(data_path: str, lang: str, names, side):
+        """The dictionaries of one side's listed streams, after checking that this version knows every
+        stream of that side and that heads, labels and POS are among them."""
+        metadata_path = os.path.join(data_path, METADATA_FILE)
+        known = registry(side)
+        what = "source" if side == SOURCE else "target"
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise DataBinError(metadata_path, None, f"lists {what} streams {unknown} that this version does not "
+                               f"know (known: {sorted(known)}); {REMAKE}")
+        missing = [n for n in (LABEL.name, POS.name, "head") if n not in names]
+        if missing:
+            raise DataBinError(metadata_path, None, f"the {what} streams lack {missing}; {REMAKE}")
+        dictionaries = {}
+        for name in names:
+            stream = known[name]
+            if stream.dictionary is None:
+                continue
+            path = dictionary_path(data_path, lang, stream)
+            label = _DICTIONARY_NAMES.get(name, f"{name} dictionary")
+            check_dictionary(path, label if side == SOURCE else "target " + label)
+            dictionaries[name] = Dictionary.load(path)
+        return dictionaries
 
     @staticmethod
     def _target_dictionaries(data_path: str, metadata, tgt: Optional[str]):
@@ -183,23 +193,7 @@ class SyntaxTranslationTask(TranslationTask):
         names = metadata.get(PARSED_LANGS_KEY, {}).get(tgt, []) if tgt else []
         if not names:
             return {}
-        metadata_path = os.path.join(data_path, METADATA_FILE)
-        known = registry(TARGET)
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise DataBinError(metadata_path, None, f"lists target streams {unknown} that this version does not "
-                               f"know (known: {sorted(known)}); {REMAKE}")
-        missing = [n for n in (LABEL.name, POS.name, "head") if n not in names]
-        if missing:
-            raise DataBinError(metadata_path, None, f"the target streams lack {missing}; {REMAKE}")
-        dictionaries = {}
-        for name in names:
-            stream = known[name]
-            if stream.dictionary is None:
-                continue
-            path = dictionary_path(data_path, tgt, stream)
-            check_dictionary(path, "target " + _DICTIONARY_NAMES.get(name, f"{name} dictionary"))
-            dictionaries[name] = Dictionary.load(path)
+        dictionaries = SyntaxTranslationTask._stream_dictionaries(data_path, tgt, names, TARGET)
         logger.info(f"[{tgt}] target dependency labels: {len(dictionaries[LABEL.name])} types, "
                     f"POS: {len(dictionaries[POS.name])} types")
         return dictionaries
@@ -371,6 +365,13 @@ class SyntaxTranslationTask(TranslationTask):
                 "fr_core_news_sm) or --target-external-parse conllu",
             )
         self.target_requested.update(wanted)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's; a criterion that draws random numbers first learns which batch of the update this is
+        (BlackOut's negatives: the same with N ranks as with ``--update-freq N``, and on resume)."""
+        if hasattr(criterion, "begin_micro_batch"):
+            criterion.begin_micro_batch(update_num)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     # ------------------------------------------------------------- inference
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
