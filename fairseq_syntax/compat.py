@@ -156,18 +156,22 @@ def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def adopt_torchrun_on_cpu(dt, env: Mapping[str, str]) -> bool:
+def adopt_torchrun_on_cpu(dt, env: Mapping[str, str], default_world_size: int = 1) -> bool:
     """Under torchrun without GPU, set rank and world size from ``env`` as fairseq does on GPU.
 
     fairseq's ``_infer_torch_distributed_launch_init`` computes ``RANK % torch.cuda.device_count()``
     (a ZeroDivisionError without GPU), and on CPU its default ``--distributed-world-size`` is 1,
     with which it would not even look at the environment: each process would train alone on the
-    whole data and write the same checkpoints. Returns whether ``dt`` was set.
+    whole data and write the same checkpoints. A torchrun of one process (``WORLD_SIZE=1``) is
+    left alone; ``default_world_size`` is fairseq's default (``max(1, GPUs)``), not a user's value.
+    Returns whether ``dt`` was set.
     """
     if dt.distributed_init_method is not None or not all(key in env for key in TORCHRUN_ENV):
         return False
     world = int(env["WORLD_SIZE"])
-    if dt.distributed_world_size not in (1, world):
+    if world <= 1:
+        return False
+    if dt.distributed_world_size not in (default_world_size, world):
         raise UsageError(
             f"--distributed-world-size {dt.distributed_world_size} disagrees with torchrun's WORLD_SIZE={world}: "
             "leave the flag out under torchrun"
@@ -198,6 +202,12 @@ def distributed_cpu_error(cfg, gpus: int) -> Optional[str]:
             "per GPU, so it would start none and exit without training. On CPU start one process per rank "
             f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (README, Scale out)"
         )
+    if dt.distributed_no_spawn and dt.distributed_init_method is None and not all(k in os.environ for k in TORCHRUN_ENV) \
+            and "SLURM_JOB_NODELIST" not in os.environ and "SLURM_STEP_NODELIST" not in os.environ:
+        return (
+            "--distributed-no-spawn without --distributed-init-method: fairseq would look for GPUs to place "
+            f"the ranks on; on CPU every rank needs {CPU_RANK_FLAGS}"
+        )
     if dt.distributed_backend == "nccl":
         return (
             "--distributed-backend nccl needs GPUs: on CPU use --distributed-backend gloo "
@@ -223,7 +233,8 @@ def _wrap_call_main(distributed_utils) -> bool:
     def call_main(cfg, main, **kwargs):
         gpus = _gpu_count()
         dt = cfg.distributed_training
-        if gpus == 0 and not getattr(cfg.common, "tpu", False) and adopt_torchrun_on_cpu(dt, os.environ):
+        on_cpu = gpus == 0 or getattr(cfg.common, "cpu", False)
+        if on_cpu and not getattr(cfg.common, "tpu", False) and adopt_torchrun_on_cpu(dt, os.environ, max(1, gpus)):
             logger.info(
                 f"torchrun without GPU: rank {dt.distributed_rank} of {dt.distributed_world_size} "
                 "from the environment (fairseq would divide the rank by the GPU count)"

@@ -92,6 +92,23 @@ def check_same_run(first: str, first_meta: Dict, other: str, other_meta: Dict) -
             )
 
 
+def check_same_ids(first: str, first_meta: Dict, other: str) -> None:
+    """``other`` holds ``first``'s dictionaries (text, labels, POS: same content). BPE codes may differ:
+    ids are read with the dictionaries, and corpora segmented by other codes still share them."""
+    for name in id_files(first_meta):
+        if name == CODES_FILE:
+            continue
+        path, reference = os.path.join(other, name), os.path.join(first, name)
+        if not os.path.isfile(path):
+            raise DataBinError(path, None, f"not found: every data path holds the {name} of {first}")
+        if os.path.isfile(reference) and _sha256(path) != _sha256(reference):
+            raise DataBinError(
+                path, None,
+                f"differs from {first}'s: fairseq reads every data path with the first one's dictionaries, so "
+                "this data-bin's ids would mean other words; make it with --dictdir " + first,
+            )
+
+
 def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
     """``shards`` (folder, metadata), in order, are shards ``0..N-1`` of one train set; else DataBinError.
 

@@ -177,7 +177,8 @@ class Submission:
         try:
             result = job.result()
         except Exception as error:  # the job died: killed, timed out, or a bug (submitit's traceback)
-            result = {"error": f"job {job.job_id} failed: {str(error).strip().splitlines()[-1]} "
+            last = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            result = {"error": f"job {job.job_id} failed: {last} "
                                f"(log: {job.paths.stderr})"}
         self.results[shard_id] = result
         state = result.get("error") or f"done, {result.get('sentences')} sentences"
@@ -185,7 +186,8 @@ class Submission:
 
     def run(self) -> Dict[int, Dict[str, object]]:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, self.cancel)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup (SIGHUP ignored) keeps the jobs alive
+                signal.signal(signum, self.cancel)
         try:
             return self._run()
         except BaseException:  # a submission that failed half-way: no job outlives it

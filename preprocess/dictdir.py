@@ -25,6 +25,14 @@ DICT_ONLY_KEY = "dict_only"
 _FLAGS = ("srcdict", "tgtdict", "bpe_codes", "labeldict", "posdict", "target_labeldict", "target_posdict")
 
 
+def _same_file_content(a: str, b: str) -> bool:
+    try:
+        with open(a, "rb") as first, open(b, "rb") as second:
+            return first.read() == second.read()
+    except OSError:
+        return False
+
+
 def _parser_name(meta: Optional[Dict]) -> Optional[str]:
     return (meta or {}).get("name")
 
@@ -57,8 +65,14 @@ def apply_dictdir(args) -> None:
             raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {flag} {recorded}, "
                              f"not {wanted} ({where})")
     args.srcdict = os.path.join(folder, f"dict.{src}.txt")
-    if not args.joined_dictionary:
-        args.tgtdict = os.path.join(folder, f"dict.{tgt}.txt")
+    tgtdict = os.path.join(folder, f"dict.{tgt}.txt")
+    if args.joined_dictionary:
+        # one dictionary for both sides: the folder's two must be that one, or target words become <unk>
+        if not _same_file_content(args.srcdict, tgtdict):
+            raise UsageError(f"--dictdir {folder} has separate {src} and {tgt} dictionaries (made without "
+                             f"--joined-dictionary): drop --joined-dictionary, or make the folder with it")
+    else:
+        args.tgtdict = tgtdict
     if meta.get("bpe", {}).get("name", "none") == "none":
         args.no_bpe = True
     else:

@@ -250,7 +250,7 @@ def cpu_cfg(**distributed):
     from types import SimpleNamespace
 
     dt = dict(distributed_world_size=2, distributed_no_spawn=True, distributed_backend="gloo",
-              ddp_backend="legacy_ddp", pipeline_model_parallel=False)
+              ddp_backend="legacy_ddp", pipeline_model_parallel=False, distributed_init_method="tcp://127.0.0.1:1")
     dt.update(distributed)
     return SimpleNamespace(distributed_training=SimpleNamespace(**dt), common=SimpleNamespace(cpu=True, tpu=False))
 
@@ -261,6 +261,7 @@ def cpu_cfg(**distributed):
     ({"ddp_backend": "pytorch_ddp"}, 0, "--ddp-backend pytorch_ddp wraps the model with GPU device ids"),
     ({"ddp_backend": "c10d"}, 2, "--ddp-backend c10d wraps"),  # --cpu on a machine with GPUs
     ({}, 0, None),  # the README's CPU flags
+    ({"distributed_init_method": None}, 0, "--distributed-no-spawn without --distributed-init-method"),
     ({"distributed_world_size": 1, "distributed_no_spawn": False, "distributed_backend": "nccl"}, 0, None),
     ({"distributed_no_spawn": False, "distributed_backend": "nccl", "ddp_backend": "pytorch_ddp"}, 8, "nccl"),
 ])
@@ -297,3 +298,10 @@ def test_torchrun_environment_gives_rank_and_world_size_on_cpu():
     assert not adopt_torchrun_on_cpu(given, env)  # the user's own init method wins
     with pytest.raises(UsageError, match="disagrees with torchrun's WORLD_SIZE=4"):
         adopt_torchrun_on_cpu(SimpleNamespace(distributed_init_method=None, distributed_world_size=2), env)
+    # one process under torchrun (or a pod that sets the variables): a single run, as fairseq would do
+    alone = SimpleNamespace(distributed_init_method=None, distributed_world_size=1)
+    assert not adopt_torchrun_on_cpu(alone, dict(env, WORLD_SIZE="1", RANK="0"))
+    # --cpu on a machine with 2 GPUs: fairseq's default world size is 2, not a user's choice
+    with_gpus = SimpleNamespace(distributed_init_method=None, distributed_world_size=2, distributed_rank=0,
+                                device_id=0, distributed_no_spawn=False)
+    assert adopt_torchrun_on_cpu(with_gpus, env, default_world_size=2) and with_gpus.distributed_world_size == 4

@@ -175,6 +175,12 @@ def test_bad_shard_arguments_are_refused_before_any_work(made, tmp_path):
     with pytest.raises(UsageError, match=r"--dictdir .* was made for en-de, not en-fr"):
         preprocess(["-s", "en", "-t", "fr"] + base[4:] + ["--dictdir", str(root / "dicts"),
                                                           "--num-shards", "2", "--shard-id", "0"])
+    # a folder with separate dictionaries under --joined-dictionary: target words would become <unk>
+    separate = tmp_path / "separate"
+    shutil.copytree(root / "dicts", separate)
+    write(separate / "dict.de.txt", read(separate / "dict.de.txt").decode() + "nurdeutsch 1\n")
+    with pytest.raises(UsageError, match=r"separate en and de dictionaries .* drop --joined-dictionary"):
+        preprocess(base + ["--dictdir", str(separate), "--joined-dictionary", "--num-shards", "2", "--shard-id", "0"])
     assert not (tmp_path / "s").exists()
 
 
@@ -319,3 +325,36 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path):
     assert "shard 1: job" not in stdout
     assert not (tmp_path / "bin" / "shard0").exists()
     assert not [n for n in os.listdir(tmp_path / "bin") if ".tmp-" in n]
+
+
+def test_shards_of_another_cut_or_another_corpus_are_errors_and_plain_data_bins_need_only_the_same_ids(made, tmp_path):
+    """Shard 1 of a 3-way cut listed after shard 0 of a 2-way cut overlaps it and leaves lines out:
+    an error naming it. Two data-bins that are not shards (several corpora) need the same
+    dictionaries, not the same parser settings (they trained together before sharding existed)."""
+    from fairseq_syntax.data.data_bin_checks import check_epoch_paths
+
+    root, _, _ = made
+    shard0, shard1 = root / "bin" / "shard0", tmp_path / "other_cut"
+    shutil.copytree(root / "bin" / "shard1", shard1)
+    meta = json.loads(read(shard1 / "syntax.json"))
+    meta["shard"].update(num_shards=3, train_lines=[80, 160])
+    write(shard1 / "syntax.json", json.dumps(meta))
+    first = json.loads(read(shard0 / "syntax.json"))
+    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: is shard 1 of 3 .* first shard of this list is one of 2"):
+        check_epoch_paths([str(shard0), str(shard1)], first)
+    meta["shard"].update(num_shards=2, train_lines=[120, 240], train_files=["elsewhere/train.en", "elsewhere/train.de"])
+    write(shard1 / "syntax.json", json.dumps(meta))
+    with pytest.raises(DataBinError, match=r"cut from train files \['elsewhere/train.en'"):
+        check_epoch_paths([str(shard0), str(shard1)], first)
+    # two plain data-bins with the same dictionaries and another spaCy version: accepted
+    plain_a, plain_b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(root / "whole", plain_a)
+    shutil.copytree(root / "whole", plain_b)
+    meta_b = json.loads(read(plain_b / "syntax.json"))
+    meta_b.setdefault("parser", {})["spacy_version"] = "0.0.0-other"
+    write(plain_b / "syntax.json", json.dumps(meta_b))
+    meta_a = json.loads(read(plain_a / "syntax.json"))
+    assert check_epoch_paths([str(plain_a), str(plain_b)], meta_a) == []
+    write(plain_b / "dict.en.deplabel.txt", read(plain_b / "dict.en.deplabel.txt").decode() + "newlabel 1\n")
+    with pytest.raises(DataBinError, match=r"b/dict.en.deplabel.txt: differs from"):
+        check_epoch_paths([str(plain_a), str(plain_b)], meta_a)

@@ -443,7 +443,8 @@ class BlackOutCriterion(FairseqCriterion):
         generator = self._generators.get(device)
         if generator is None:
             generator = self._generators[device] = torch.Generator(device=device)
-        generator.manual_seed((self.seed * 1_000_003 + self._update) * 4096 + self.batch_index())
+        # Python's hash of a tuple of ints is the same in every process (no PYTHONHASHSEED salt)
+        generator.manual_seed(hash((self.seed, self._update, self.batch_index())) & 0x7FFF_FFFF_FFFF_FFFF)
         return torch.multinomial(q, self.samples, replacement=True, generator=generator)
 
     # ---- fairseq interface

@@ -111,24 +111,39 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
     Returns warnings: shards of a sharded run that are missing from the list, or listed twice.
     """
     from fairseq_syntax_core.databin import METADATA_FILE
-    from fairseq_syntax_core.shards import SHARD_KEY, check_same_run
+    from fairseq_syntax_core.shards import SHARD_KEY, check_same_ids, check_same_run
 
     if len(paths) < 2:  # one data-bin (fairseq-generate on data-bin/shard0 is the usual case)
         return []
     seen: Dict[int, str] = {}
     warnings = []
     total = None
+    cut = None  # (num_shards, train_total_lines, train_files) of the first shard: every shard must share it
     for position, path in enumerate(paths):
         if position:
             if not os.path.isdir(path):
                 raise DataBinError(path, None, f"is not a directory: data path {position + 1} of {len(paths)} "
                                                "(fairseq-train reads one per epoch)")
             meta = read_metadata(os.path.join(path, METADATA_FILE))
-            check_same_run(paths[0], first_meta, path, meta)
+            if isinstance(meta.get(SHARD_KEY), dict) or isinstance(first_meta.get(SHARD_KEY), dict):
+                check_same_run(paths[0], first_meta, path, meta)
+            else:  # data-bins that are not shards (several corpora): fairseq needs the same ids, nothing more
+                check_same_ids(paths[0], first_meta, path)
         else:
             meta = first_meta
         shard = meta.get(SHARD_KEY)
         if isinstance(shard, dict):
+            this_cut = (shard.get("num_shards"), shard.get("train_total_lines"), shard.get("train_files"))
+            if cut is None:
+                cut = this_cut
+            elif this_cut != cut:
+                raise DataBinError(
+                    os.path.join(path, METADATA_FILE), None,
+                    f"is shard {shard.get('id')} of {this_cut[0]} cut from train files {this_cut[2]} "
+                    f"({this_cut[1]} lines), but the first shard of this list is one of {cut[0]} cut from "
+                    f"{cut[2]} ({cut[1]} lines): shards of different cuts overlap or leave lines out; list "
+                    "the shards of one fairseq-syntax-preprocess --num-shards run",
+                )
             if shard.get("id") in seen:
                 warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
                                 "are trained on twice as often")
