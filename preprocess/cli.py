@@ -275,21 +275,23 @@ def check_tokens(path: str, lines: List[List[str]], first_line: int = 1) -> None
             )
 
 
-def parse_split(split: Split, args, nlp) -> float:
-    """Fill ``split.trees``; returns seconds spent parsing."""
-    start = time.perf_counter()
-    if args.external_parse == "conllu":
-        conllu_path = f"{split.prefix}.{args.source_lang}.conllu"
-        # the external parse covers every line, the skipped ones too
-        lines = split.unfiltered_src_tokens or split.src_tokens
-        trees = trees_for_lines(conllu_path, lines, split.src_path, args.pos_column)
+def _side_trees(split: Split, args, nlp, external: Optional[str], lang: str, unfiltered, tokens, path):
+    """One side's trees, in the order of ``tokens``: read from ``PREFIX.LANG.conllu`` (which covers every
+    line, the skipped ones too) or parsed by spaCy ``nlp``."""
+    if external == "conllu":
+        trees = trees_for_lines(f"{split.prefix}.{lang}.conllu", unfiltered or tokens, path, args.pos_column)
         if split.skipped_lines:
             skipped = set(split.skipped_lines)
             trees = (t for i, t in enumerate(trees, start=1) if i not in skipped)
-    else:
-        trees = parse_lines(
-            nlp, split.src_tokens, args.pos_column, args.workers, args.parse_batch_size, split.src_path
-        )
+        return trees
+    return parse_lines(nlp, tokens, args.pos_column, args.workers, args.parse_batch_size, path)
+
+
+def parse_split(split: Split, args, nlp) -> float:
+    """Fill ``split.trees``; returns seconds spent parsing."""
+    start = time.perf_counter()
+    trees = _side_trees(split, args, nlp, args.external_parse, args.source_lang,
+                        split.unfiltered_src_tokens, split.src_tokens, split.src_path)
     split.trees = list(tqdm(trees, total=len(split.src_tokens), desc=f"parse {split.name}", unit="sent", disable=None))
     if args.constituency_parse == ptb.EXTENSION:
         read_phrase_structures(split, args)
@@ -307,17 +309,8 @@ def parse_target_split(split: Split, args, nlp) -> float:
     The target's phrase structure is always converted from its dependency parse at projection.
     """
     start = time.perf_counter()
-    if args.target_external_parse == "conllu":
-        conllu_path = f"{split.prefix}.{args.target_lang}.conllu"
-        lines = split.unfiltered_tgt_tokens or split.tgt_tokens
-        trees = trees_for_lines(conllu_path, lines, split.tgt_path, args.pos_column)
-        if split.skipped_lines:
-            skipped = set(split.skipped_lines)
-            trees = (t for i, t in enumerate(trees, start=1) if i not in skipped)
-    else:
-        trees = parse_lines(
-            nlp, split.tgt_tokens, args.pos_column, args.workers, args.parse_batch_size, split.tgt_path
-        )
+    trees = _side_trees(split, args, nlp, args.target_external_parse, args.target_lang,
+                        split.unfiltered_tgt_tokens, split.tgt_tokens, split.tgt_path)
     split.tgt_trees = list(tqdm(trees, total=len(split.tgt_tokens), desc=f"parse {split.name} target",
                                 unit="sent", disable=None))
     return time.perf_counter() - start
