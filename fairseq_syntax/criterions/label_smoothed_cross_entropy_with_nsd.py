@@ -51,11 +51,11 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 from fairseq.dataclass import ChoiceEnum
-from fairseq.logging import metrics
 
 from fairseq_syntax.criterions.target_nsd import (
     add_target_nsd,
     no_source_terms,
+    reduce_nsd_metrics,
     reduce_target_nsd_metrics,
     target_nsd_losses,
 )
@@ -258,12 +258,5 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
     def reduce_metrics(cls, logging_outputs: List[Dict[str, Any]]) -> None:
         """fairseq's metrics plus ``nsd_mse``, ``nsd_rank``, ``nsd_ent`` (per source token) and ``nsd_acc``."""
         super().reduce_metrics(logging_outputs)
-        tokens = sum(log.get("nsd_tokens", 0) for log in logging_outputs)
-        if tokens > 0:
-            for name in ("mse", "rank", "ent"):
-                total = sum(log.get(f"nsd_{name}", 0) for log in logging_outputs)
-                base = math.log(2) if name == "ent" else 1.0  # the cross-entropy in bits, like fairseq
-                metrics.log_scalar(f"nsd_{name}", total / tokens / base, tokens, round=3)
-            correct = sum(log.get("nsd_correct", 0) for log in logging_outputs)
-            metrics.log_scalar("nsd_acc", 100.0 * correct / tokens, tokens, round=2)
+        reduce_nsd_metrics(logging_outputs, "nsd_")  # source side
         reduce_target_nsd_metrics(logging_outputs)  # tgt_nsd_* (target side)

@@ -85,13 +85,19 @@ def add_target_nsd(loss: Tensor, terms: Dict[str, Tensor], dist_weight: float, e
     return loss
 
 
-def reduce_target_nsd_metrics(logging_outputs: List[Dict[str, Any]]) -> None:
-    """``tgt_nsd_mse``, ``tgt_nsd_rank``, ``tgt_nsd_ent`` (bits) per real target token, ``tgt_nsd_acc`` (%)."""
-    tokens = sum(log.get("tgt_nsd_tokens", 0) for log in logging_outputs)
+def reduce_nsd_metrics(logging_outputs: List[Dict[str, Any]], prefix: str) -> None:
+    """``PREFIXmse``, ``PREFIXrank``, ``PREFIXent`` (bits) per counted token, ``PREFIXacc`` (%);
+    ``prefix`` is ``nsd_`` (source side) or ``tgt_nsd_`` (target side)."""
+    tokens = sum(log.get(f"{prefix}tokens", 0) for log in logging_outputs)
     if tokens > 0:
         for name in ("mse", "rank", "ent"):
-            total = sum(log.get(f"tgt_nsd_{name}", 0) for log in logging_outputs)
+            total = sum(log.get(f"{prefix}{name}", 0) for log in logging_outputs)
             base = math.log(2) if name == "ent" else 1.0  # the cross-entropy in bits, like fairseq
-            metrics.log_scalar(f"tgt_nsd_{name}", total / tokens / base, tokens, round=3)
-        correct = sum(log.get("tgt_nsd_correct", 0) for log in logging_outputs)
-        metrics.log_scalar("tgt_nsd_acc", 100.0 * correct / tokens, tokens, round=2)
+            metrics.log_scalar(f"{prefix}{name}", total / tokens / base, tokens, round=3)
+        correct = sum(log.get(f"{prefix}correct", 0) for log in logging_outputs)
+        metrics.log_scalar(f"{prefix}acc", 100.0 * correct / tokens, tokens, round=2)
+
+
+def reduce_target_nsd_metrics(logging_outputs: List[Dict[str, Any]]) -> None:
+    """``tgt_nsd_mse``, ``tgt_nsd_rank``, ``tgt_nsd_ent`` (bits) per real target token, ``tgt_nsd_acc`` (%)."""
+    reduce_nsd_metrics(logging_outputs, "tgt_nsd_")
