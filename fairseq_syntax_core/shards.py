@@ -6,7 +6,8 @@ test go with shard 0), with dictionaries and BPE codes given, never learned, so 
 shard shares them. ``syntax.json`` records the shard under :data:`SHARD_KEY`::
 
     "shard": {"id": I, "num_shards": N, "train_lines": [start, end],    0-based, end excluded
-              "train_total_lines": n, "train_files": ["train.en", "train.de"]}
+              "train_total_lines": n, "train_files": ["train.en", "train.de"],
+              "train_sha256": "..."}                                    both train files' bytes
 
 fairseq reads ``data-bin/shard0:data-bin/shard1:...`` one shard per epoch with the
 dictionaries of the first (``paths[(epoch - 1) % len(paths)]``); a shard made with another
@@ -130,9 +131,14 @@ def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
                                             f"expected shard {position} of {count}")
         if total is None:
             total, files = info.get("train_total_lines"), info.get("train_files")
+            content = info.get("train_sha256")
         elif (info.get("train_total_lines"), info.get("train_files")) != (total, files):
             raise DataBinError(where, None, f"was cut from train files {info.get('train_files')} of "
                                             f"{info.get('train_total_lines')} lines, shard 0 from {files} of {total}")
+        elif content and info.get("train_sha256") and info["train_sha256"] != content:
+            raise DataBinError(where, None, f"was cut from train files {files} of {total} lines whose content "
+                               f"differs from shard 0's (SHA-256 {info['train_sha256'][:12]}... against "
+                               f"{content[:12]}...): another corpus with the same names and line count")
         expected = list(shard_range(total, count, position))
         if info.get("train_lines") != expected:
             raise DataBinError(where, None, f"holds train lines {info.get('train_lines')}, expected {expected}")

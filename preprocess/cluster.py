@@ -16,7 +16,9 @@ at a time (default: the cores divided by ``--workers``). submitit's defaults are
 the local executor would kill a job after 2 minutes (``--timeout-min`` sets the limit), and
 submitted jobs outlive the submitting process: SIGTERM, SIGINT or SIGHUP here cancels every
 job (local: the job's controller gets SIGINT and passes it on, then SIGKILL a second later;
-SLURM: ``scancel``), and a job removes its temporary folder as it stops. SIGKILL cannot be
+SLURM: ``scancel``), and a job removes its temporary folder as it stops. A signal that comes
+while ``sbatch`` is submitting (the array may be queued before its job ids are known) is held
+until the submission returns, and then cancels those jobs too. SIGKILL cannot be
 caught: local jobs then run to their end or their timeout, SLURM jobs until ``scancel``.
 
 Before anything is submitted, every shard's arguments are checked as the command would check
@@ -152,9 +154,33 @@ class Submission:
         self.executor, self.argvs, self.parallelism = executor, argvs, parallelism
         self.jobs: Dict[int, object] = {}
         self.results: Dict[int, Dict[str, object]] = {}
+        self.submitting = False  # inside executor.submit/map_array: a signal waits for its jobs
+        self.pending_signal: Optional[int] = None
+
+    def on_signal(self, signum, frame) -> None:
+        """Signal handler. During a submission (``sbatch`` may already have queued the array but
+        its job ids are not known yet) the signal is held until the submission returns, then its
+        jobs are cancelled too; otherwise :meth:`cancel` at once."""
+        if self.submitting:
+            self.pending_signal = self.pending_signal or signum
+            return
+        self.cancel(signum, frame)
+
+    def submit(self, call):
+        """``call()`` (a submission) with signals held until its jobs are known; returns its result."""
+        self.submitting = True
+        try:
+            return call()
+        finally:
+            self.submitting = False
+
+    def cancel_if_signalled(self) -> None:
+        """After a submission: a signal that came during it cancels every job now known."""
+        if self.pending_signal is not None:
+            self.cancel(self.pending_signal, None)
 
     def cancel(self, signum, frame) -> None:
-        """Signal handler: cancel every job still running, then exit 128 + the signal."""
+        """Cancel every job still running, then exit 128 + the signal."""
         running = [(k, job) for k, job in self.jobs.items() if k not in self.results]
         for shard_id, job in running:
             try:
@@ -187,7 +213,7 @@ class Submission:
     def run(self) -> Dict[int, Dict[str, object]]:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup (SIGHUP ignored) keeps the jobs alive
-                signal.signal(signum, self.cancel)
+                signal.signal(signum, self.on_signal)
         try:
             return self._run()
         except BaseException:  # a submission that failed half-way: no job outlives it
@@ -198,8 +224,10 @@ class Submission:
 
     def _run(self) -> Dict[int, Dict[str, object]]:
         if self.executor.cluster == "slurm":  # one array; SLURM limits it to slurm_array_parallelism
-            for shard_id, job in enumerate(self.executor.map_array(preprocess_shard, self.argvs)):
+            jobs = self.submit(lambda: self.executor.map_array(preprocess_shard, self.argvs))
+            for shard_id, job in enumerate(jobs):
                 self._submitted(shard_id, job)
+            self.cancel_if_signalled()
             for shard_id, job in self.jobs.items():
                 self._collect(shard_id, job)
             return self.results
@@ -208,7 +236,9 @@ class Submission:
             running = [k for k in self.jobs if k not in self.results]
             while waiting and len(running) < self.parallelism:
                 shard_id = waiting.pop(0)
-                self._submitted(shard_id, self.executor.submit(preprocess_shard, self.argvs[shard_id]))
+                job = self.submit(lambda: self.executor.submit(preprocess_shard, self.argvs[shard_id]))
+                self._submitted(shard_id, job)
+                self.cancel_if_signalled()
                 running.append(shard_id)
             for shard_id in running:
                 if self.jobs[shard_id].done():

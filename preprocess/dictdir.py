@@ -6,7 +6,8 @@ train set (or a sample of it) and writes only that: ``dict.SRC.txt``, ``dict.TGT
 and a ``syntax.json`` marked :data:`DICT_ONLY_KEY`. :func:`apply_dictdir` turns ``--dictdir``
 into the per-file flags (``--srcdict``, ``--tgtdict``, ``--bpe-codes`` or ``--no-bpe``,
 ``--labeldict``, ``--posdict``, ``--target-labeldict``, ``--target-posdict``), after checking
-that the folder was made for the same languages, parser and POS column.
+that the folder was made for the same languages, tokenizer (Moses or ``--pretokenized``), parser
+and POS column.
 """
 
 import os
@@ -57,6 +58,14 @@ def apply_dictdir(args) -> None:
     if meta.get("pos_column") != args.pos_column:
         raise UsageError(f"--dictdir {folder} holds --pos-column {meta.get('pos_column')} tags, not "
                          f"{args.pos_column} ({where})")
+    tokenizer = (meta.get("tokenizer") or {}).get("name")
+    wanted_tokenizer = "none" if args.pretokenized else "moses"
+    if tokenizer and tokenizer != wanted_tokenizer:
+        # a word list learned on Moses tokens gives whitespace tokens other ids (and the reverse)
+        raise UsageError(f"--dictdir {folder} was learned on "
+                         f"{'whitespace tokens (--pretokenized)' if tokenizer == 'none' else 'Moses tokens'}, "
+                         f"but this run {'keeps whitespace tokens (--pretokenized)' if args.pretokenized else 'tokenizes with Moses'}: "
+                         f"{'add' if tokenizer == 'none' else 'drop'} --pretokenized ({where})")
     parsed = meta.get(PARSED_LANGS_KEY, {})
     for flag, wanted, recorded in (("--parser", args.parser, _parser_name(meta.get("parser"))),
                                    ("--target-parser", args.target_parser,

@@ -13,11 +13,12 @@ Temporary names carry their owner (:func:`~.interrupts.temp_tag`), so a file lef
 killed run is removed by the next one.
 """
 
+import hashlib
 import os
 import re
 import tempfile
 import unicodedata
-from typing import Callable, Iterable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from .interrupts import remove_stale, removed_on_failure, temp_tag
@@ -104,6 +105,20 @@ def count_lines(path: str, what: str = "input file") -> int:
     except OSError as error:
         raise InputError(path, None, f"cannot read the {what}: {error.strerror}") from None
     return count + (last != b"\n")
+
+
+def content_sha256(paths: Sequence[str]) -> str:
+    """SHA-256 of the bytes of ``paths`` in order (each file's length first, so the cut between them counts)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            digest.update(f"{os.path.getsize(path)}:".encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as error:
+            raise InputError(path, None, f"cannot read the input file: {error.strerror}") from None
+    return digest.hexdigest()
 
 
 def iter_lines(path: str, start: int = 0, stop: Optional[int] = None, what: str = "input file") -> Iterator[str]:

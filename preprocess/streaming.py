@@ -34,7 +34,7 @@ from fairseq_syntax_core.shards import SHARD_KEY, shard_range
 from . import bpe as bpe_stage
 from .conllu import format_conllu
 from .destdir import make_temp_dir, move_into_place
-from .fileio import count_lines, iter_lines, nonempty_lines
+from .fileio import content_sha256, count_lines, iter_lines, nonempty_lines
 from .interrupts import removed_on_failure, signals_deferred
 from .parse import parse_lines
 from .projection import project
@@ -280,7 +280,8 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
             if split.name == "train":
                 shard_info = {"id": args.shard_id, "num_shards": args.num_shards, "train_lines": [start, stop],
                               "train_total_lines": total,
-                              "train_files": [os.path.basename(split.src_path), os.path.basename(split.tgt_path)]}
+                              "train_files": [os.path.basename(split.src_path), os.path.basename(split.tgt_path)],
+                              "train_sha256": content_sha256([split.src_path, split.tgt_path])}
         with open(length_prior_path(out, src, tgt), "w", encoding="utf-8") as handle:
             handle.write(table_text(counts.length_prior(src, tgt)))
         metadata = build_metadata(args, parser_meta, target_meta, split_meta, {})

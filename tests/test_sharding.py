@@ -175,6 +175,9 @@ def test_bad_shard_arguments_are_refused_before_any_work(made, tmp_path):
     with pytest.raises(UsageError, match=r"--dictdir .* was made for en-de, not en-fr"):
         preprocess(["-s", "en", "-t", "fr"] + base[4:] + ["--dictdir", str(root / "dicts"),
                                                           "--num-shards", "2", "--shard-id", "0"])
+    # dictionaries learned on Moses tokens, applied to whitespace tokens: other ids for the same words
+    with pytest.raises(UsageError, match=r"learned on Moses tokens, but this run keeps whitespace tokens .*drop --pretokenized"):
+        preprocess(base + ["--dictdir", str(root / "dicts"), "--pretokenized", "--num-shards", "2", "--shard-id", "0"])
     # a folder with separate dictionaries under --joined-dictionary: target words would become <unk>
     separate = tmp_path / "separate"
     shutil.copytree(root / "dicts", separate)
@@ -327,6 +330,53 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path):
     assert not [n for n in os.listdir(tmp_path / "bin") if ".tmp-" in n]
 
 
+class _FakeJob:
+    def __init__(self, job_id):
+        self.job_id, self.cancelled = job_id, False
+
+    def cancel(self, check=True):
+        self.cancelled = True
+
+    def done(self):
+        return self.cancelled
+
+
+class _ArrayQueuedThenSignalled:
+    """A SLURM executor whose ``sbatch`` has queued the array when SIGTERM comes, before it returns the ids."""
+    cluster = "slurm"
+
+    def __init__(self):
+        self.jobs = []
+
+    def map_array(self, function, argvs):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered now, in the middle of the submission
+        self.jobs = [_FakeJob(f"77_{k}") for k in range(len(argvs))]
+        return self.jobs
+
+
+def test_a_signal_during_sbatch_cancels_the_array_it_queued(monkeypatch, capsys):
+    """The signal is held while the array is submitted, then every job of it is cancelled and the
+    command exits 128 + SIGTERM: no array is left running on the cluster."""
+    from fairseq_syntax_preprocess import cluster
+
+    def exit_(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cluster.os, "_exit", exit_)
+    executor = _ArrayQueuedThenSignalled()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            cluster.Submission(executor, [["a", "shard0"], ["b", "shard1"]], parallelism=2).run()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, previous if signum == signal.SIGTERM else signal.default_int_handler
+                          if signum == signal.SIGINT else signal.SIG_DFL)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert [job.cancelled for job in executor.jobs] == [True, True]
+    assert "cancelled the jobs of shards 0, 1" in capsys.readouterr().err
+
+
 def test_shards_of_another_cut_or_another_corpus_are_errors_and_plain_data_bins_need_only_the_same_ids(made, tmp_path):
     """Shard 1 of a 3-way cut listed after shard 0 of a 2-way cut overlaps it and leaves lines out:
     an error naming it. Two data-bins that are not shards (several corpora) need the same
@@ -346,6 +396,17 @@ def test_shards_of_another_cut_or_another_corpus_are_errors_and_plain_data_bins_
     write(shard1 / "syntax.json", json.dumps(meta))
     with pytest.raises(DataBinError, match=r"cut from train files \['elsewhere/train.en'"):
         check_epoch_paths([str(shard0), str(shard1)], first)
+    # same names and line count, other content (another corpus): an error, in the task and the cluster check
+    assert len(first["shard"]["train_sha256"]) == 64
+    meta["shard"].update(train_lines=[120, 240], train_files=first["shard"]["train_files"], train_sha256="0" * 64)
+    write(shard1 / "syntax.json", json.dumps(meta))
+    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: is shard 1 cut from train files .* whose content "
+                                           r"differs from the first shard's"):
+        check_epoch_paths([str(shard0), str(shard1)], first)
+    from fairseq_syntax_core.shards import check_shard_set
+
+    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: was cut from train files .* whose content differs"):
+        check_shard_set([(str(shard0), first), (str(shard1), meta)])
     # two plain data-bins with the same dictionaries and another spaCy version: accepted
     plain_a, plain_b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(root / "whole", plain_a)

@@ -119,6 +119,7 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
     warnings = []
     total = None
     cut = None  # (num_shards, train_total_lines, train_files) of the first shard: every shard must share it
+    cut_content = None  # its train files' SHA-256 (shards made before it was recorded have none)
     for position, path in enumerate(paths):
         if position:
             if not os.path.isdir(path):
@@ -144,6 +145,15 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
                     f"{cut[2]} ({cut[1]} lines): shards of different cuts overlap or leave lines out; list "
                     "the shards of one fairseq-syntax-preprocess --num-shards run",
                 )
+            content = shard.get("train_sha256")
+            if content and cut_content and content != cut_content:
+                raise DataBinError(
+                    os.path.join(path, METADATA_FILE), None,
+                    f"is shard {shard.get('id')} cut from train files {this_cut[2]} whose content differs from the "
+                    f"first shard's (SHA-256 {content[:12]}... against {cut_content[:12]}...): another corpus "
+                    "with the same file names and line count; list the shards of one run",
+                )
+            cut_content = cut_content or content
             if shard.get("id") in seen:
                 warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
                                 "are trained on twice as often")
