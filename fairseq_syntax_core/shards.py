@@ -110,6 +110,17 @@ def check_same_ids(first: str, first_meta: Dict, other: str) -> None:
             )
 
 
+def check_same_train_content(where: str, info: Dict, first: Dict) -> None:
+    """Shard ``info`` was cut from the same train bytes as ``first`` (their ``train_sha256``); else
+    DataBinError naming ``where``. Shards made before the hash was recorded have none and pass."""
+    mine, theirs = info.get("train_sha256"), first.get("train_sha256")
+    if mine and theirs and mine != theirs:
+        raise DataBinError(where, None, f"is shard {info.get('id')}, cut from train files {info.get('train_files')} "
+                           f"whose content differs from the first shard's (SHA-256 {mine[:12]}... against "
+                           f"{theirs[:12]}...): another corpus with the same file names and line count; use "
+                           "the shards of one fairseq-syntax-preprocess --num-shards run")
+
+
 def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
     """``shards`` (folder, metadata), in order, are shards ``0..N-1`` of one train set; else DataBinError.
 
@@ -131,14 +142,10 @@ def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
                                             f"expected shard {position} of {count}")
         if total is None:
             total, files = info.get("train_total_lines"), info.get("train_files")
-            content = info.get("train_sha256")
         elif (info.get("train_total_lines"), info.get("train_files")) != (total, files):
             raise DataBinError(where, None, f"was cut from train files {info.get('train_files')} of "
                                             f"{info.get('train_total_lines')} lines, shard 0 from {files} of {total}")
-        elif content and info.get("train_sha256") and info["train_sha256"] != content:
-            raise DataBinError(where, None, f"was cut from train files {files} of {total} lines whose content "
-                               f"differs from shard 0's (SHA-256 {info['train_sha256'][:12]}... against "
-                               f"{content[:12]}...): another corpus with the same names and line count")
+        check_same_train_content(where, info, shards[0][1].get(SHARD_KEY))
         expected = list(shard_range(total, count, position))
         if info.get("train_lines") != expected:
             raise DataBinError(where, None, f"holds train lines {info.get('train_lines')}, expected {expected}")

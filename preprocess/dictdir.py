@@ -46,9 +46,14 @@ def apply_dictdir(args) -> None:
     given = ["--" + flag.replace("_", "-") for flag in _FLAGS if getattr(args, flag)]
     if given or args.bpe_symbols:
         raise UsageError(f"--dictdir gives the dictionaries and BPE codes: drop {', '.join(given or ['--bpe-symbols'])}")
+    if not os.path.isdir(folder):
+        raise UsageError(f"--dictdir {folder}: not a directory; name the folder of a fairseq-syntax-preprocess "
+                         "--dict-only run (or a data-bin it made)")
     meta = our_metadata(os.path.join(folder, METADATA_FILE))
     if meta is None:
-        raise UsageError(f"--dictdir {folder}: no {METADATA_FILE} of fairseq-syntax-preprocess there; make it with "
+        what = ("is not one fairseq-syntax-preprocess wrote (unreadable, truncated or another tool's JSON)"
+                if os.path.exists(os.path.join(folder, METADATA_FILE)) else "is missing")
+        raise UsageError(f"--dictdir {folder}: its {METADATA_FILE} {what}; make the folder with "
                          "fairseq-syntax-preprocess --dict-only (or name a data-bin it made)")
     src, tgt = args.source_lang, args.target_lang
     where = os.path.join(folder, METADATA_FILE)

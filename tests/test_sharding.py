@@ -175,6 +175,16 @@ def test_bad_shard_arguments_are_refused_before_any_work(made, tmp_path):
     with pytest.raises(UsageError, match=r"--dictdir .* was made for en-de, not en-fr"):
         preprocess(["-s", "en", "-t", "fr"] + base[4:] + ["--dictdir", str(root / "dicts"),
                                                           "--num-shards", "2", "--shard-id", "0"])
+    # --dictdir naming a file, or a folder whose syntax.json was cut short
+    write(tmp_path / "a_file", "x\n")
+    with pytest.raises(UsageError, match=r"--dictdir .*a_file: not a directory"):
+        preprocess(base + ["--dictdir", str(tmp_path / "a_file"), "--num-shards", "2", "--shard-id", "0"])
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    write(truncated / "syntax.json", read(root / "dicts" / "syntax.json").decode()[:40])
+    with pytest.raises(UsageError, match=r"--dictdir .*truncated: its syntax.json is not one fairseq-syntax-preprocess "
+                                         r"wrote \(unreadable, truncated"):
+        preprocess(base + ["--dictdir", str(truncated), "--num-shards", "2", "--shard-id", "0"])
     # dictionaries learned on Moses tokens, applied to whitespace tokens: other ids for the same words
     with pytest.raises(UsageError, match=r"learned on Moses tokens, but this run keeps whitespace tokens .*drop --pretokenized"):
         preprocess(base + ["--dictdir", str(root / "dicts"), "--pretokenized", "--num-shards", "2", "--shard-id", "0"])
@@ -364,14 +374,13 @@ def test_a_signal_during_sbatch_cancels_the_array_it_queued(monkeypatch, capsys)
 
     monkeypatch.setattr(cluster.os, "_exit", exit_)
     executor = _ArrayQueuedThenSignalled()
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with pytest.raises(SystemExit) as stopped:
             cluster.Submission(executor, [["a", "shard0"], ["b", "shard1"]], parallelism=2).run()
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, previous if signum == signal.SIGTERM else signal.default_int_handler
-                          if signum == signal.SIGINT else signal.SIG_DFL)
+        for signum, handler in previous.items():  # the handlers run() installed go with the test
+            signal.signal(signum, handler)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert [job.cancelled for job in executor.jobs] == [True, True]
     assert "cancelled the jobs of shards 0, 1" in capsys.readouterr().err
@@ -400,12 +409,13 @@ def test_shards_of_another_cut_or_another_corpus_are_errors_and_plain_data_bins_
     assert len(first["shard"]["train_sha256"]) == 64
     meta["shard"].update(train_lines=[120, 240], train_files=first["shard"]["train_files"], train_sha256="0" * 64)
     write(shard1 / "syntax.json", json.dumps(meta))
-    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: is shard 1 cut from train files .* whose content "
+    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: is shard 1, cut from train files .* whose content "
                                            r"differs from the first shard's"):
         check_epoch_paths([str(shard0), str(shard1)], first)
     from fairseq_syntax_core.shards import check_shard_set
 
-    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: was cut from train files .* whose content differs"):
+    with pytest.raises(DataBinError, match=r"other_cut/syntax.json: is shard 1, cut from train files .* whose content "
+                                           r"differs from the first shard's"):
         check_shard_set([(str(shard0), first), (str(shard1), meta)])
     # two plain data-bins with the same dictionaries and another spaCy version: accepted
     plain_a, plain_b = tmp_path / "a", tmp_path / "b"

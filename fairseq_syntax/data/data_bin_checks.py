@@ -111,7 +111,7 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
     Returns warnings: shards of a sharded run that are missing from the list, or listed twice.
     """
     from fairseq_syntax_core.databin import METADATA_FILE
-    from fairseq_syntax_core.shards import SHARD_KEY, check_same_ids, check_same_run
+    from fairseq_syntax_core.shards import SHARD_KEY, check_same_ids, check_same_run, check_same_train_content
 
     if len(paths) < 2:  # one data-bin (fairseq-generate on data-bin/shard0 is the usual case)
         return []
@@ -119,7 +119,7 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
     warnings = []
     total = None
     cut = None  # (num_shards, train_total_lines, train_files) of the first shard: every shard must share it
-    cut_content = None  # its train files' SHA-256 (shards made before it was recorded have none)
+    first_shard = None  # the first shard's record: every shard must be cut from its train bytes
     for position, path in enumerate(paths):
         if position:
             if not os.path.isdir(path):
@@ -145,15 +145,8 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
                     f"{cut[2]} ({cut[1]} lines): shards of different cuts overlap or leave lines out; list "
                     "the shards of one fairseq-syntax-preprocess --num-shards run",
                 )
-            content = shard.get("train_sha256")
-            if content and cut_content and content != cut_content:
-                raise DataBinError(
-                    os.path.join(path, METADATA_FILE), None,
-                    f"is shard {shard.get('id')} cut from train files {this_cut[2]} whose content differs from the "
-                    f"first shard's (SHA-256 {content[:12]}... against {cut_content[:12]}...): another corpus "
-                    "with the same file names and line count; list the shards of one run",
-                )
-            cut_content = cut_content or content
+            check_same_train_content(os.path.join(path, METADATA_FILE), shard, first_shard or shard)
+            first_shard = first_shard or shard
             if shard.get("id") in seen:
                 warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
                                 "are trained on twice as often")
