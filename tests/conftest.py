@@ -4,10 +4,11 @@ import gzip
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
+
+from . import fork_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k")
@@ -38,9 +39,10 @@ def tool(name: str) -> str:
 
 
 def call(args, cwd, stdin=None, expect_ok=True):
-    """Run an installed command with nothing of the checkout on PYTHONPATH."""
+    """Run an installed command with nothing of the checkout on PYTHONPATH (by fork from a process that
+    has imported torch, fairseq and spaCy once: tests/fork_server.py; FORK_SERVER=0 starts each afresh)."""
     env = dict(os.environ, PYTHONPATH="")  # nothing from the checkout: the installed package only
-    result = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=600)
+    result = fork_server.run(args, cwd=cwd, env=env, stdin=stdin, timeout=600)
     if expect_ok and result.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return result

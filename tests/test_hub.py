@@ -1,11 +1,11 @@
 """fairseq's hub interface translates raw text with a syntax model: the task parses it on the fly."""
 
 import os
-import subprocess
 import sys
 
 import pytest
 
+from . import fork_server
 from .conftest import REPO, spacy_model
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
@@ -24,12 +24,13 @@ def test_hub_translate_parses_raw_text(multi30k_bin, tmp_path, arch, flags, inpu
     fairseq_train = os.path.join(os.path.dirname(sys.executable), "fairseq-train")
     if not os.path.exists(fairseq_train):
         pytest.skip("fairseq-train is not installed beside this Python")
-    subprocess.run(
+    trained = fork_server.run(
         [fairseq_train, str(multi30k_bin), "--user-dir", os.path.join(REPO, "fairseq_syntax"),
          "--task", "syntax_translation", "--arch", arch, *flags, "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500",
          "--max-update", "4", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-progress-bar"],
-        check=True, capture_output=True, cwd=REPO,
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=""),
     )
+    assert trained.returncode == 0, trained.stderr[-3000:]
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     hub = ARCH_MODEL_REGISTRY[arch].from_pretrained(

@@ -21,6 +21,7 @@ from fairseq_syntax_preprocess.conllu import read_conllu
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.interrupts import remove_stale, temp_tag
 
+from . import fork_server
 from .conftest import SAMPLE, SRC, conllu_for, corpus, spacy_model, syntax_task, write
 
 
@@ -339,7 +340,7 @@ def _stage(name, *argv, cwd):
     tool = os.path.join(os.path.dirname(sys.executable), name)
     if not os.path.exists(tool):
         pytest.skip(f"{name} is not installed beside this Python")
-    return subprocess.run([tool, *argv], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return fork_server.run([tool, *argv], cwd=cwd, env=dict(os.environ, PYTHONPATH=""), timeout=120)
 
 
 def test_stage_tools_check_their_arguments(tmp_path):

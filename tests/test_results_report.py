@@ -10,6 +10,7 @@ from sacrebleu.metrics import BLEU
 from fairseq_syntax.analysis import results as rs
 from fairseq_syntax.analysis import scoring
 
+from . import fork_server
 from .conftest import REPO, SAMPLE, tool
 
 REFS = ["a man rides a red bike", "two dogs play in the snow", "a woman reads a book", "kids swim in a lake"] * 5
@@ -76,7 +77,9 @@ def _run_recipe(tmp_path, script, target="de", **env_vars):
     data = _sample_multi30k(tmp_path, target)
     env = dict(os.environ, PYTHONPATH="", SEEDS="1", MAX_UPDATE="6", PATIENCE="2", THREADS="1", WARMUP="2",
                RESULTS=str(tmp_path / "results"), **env_vars)
-    env["PATH"] = os.path.dirname(tool("fairseq-train")) + os.pathsep + env["PATH"]
+    # the installed commands, started by fork from a worker that imported torch, fairseq and spaCy once
+    env["PATH"] = os.pathsep.join([fork_server.shims(tmp_path / "bin"), os.path.dirname(tool("fairseq-train")),
+                                   env["PATH"]])
     cmd = ["bash", os.path.join(REPO, "examples", *script), str(data), str(tmp_path / "run")]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]

@@ -12,15 +12,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
-import numpy as np
 import pytest
 
 from fairseq_syntax_core.errors import DataBinError, UsageError
 
-from .conftest import CLI_TINY, SAMPLE, call, multi30k_slice, spacy_model, syntax_task, tool, write
+from .conftest import CLI_TINY, call, multi30k_slice, spacy_model, syntax_task, tool, write
 
 SRC, TGT = "en", "de"
 STREAMS = ("head", "deplabel", "pos", "phrase")
@@ -306,8 +304,15 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path):
     SIGTERM to the submitter while shard 0 writes: its job (controller and task) stops and removes its
     temporary folder, shard 1 is never submitted, nothing is written."""
     root, raw, _ = made
+    # the train set 20 times over: shard 0 still writes when the signal comes (120 lines can be done
+    # between seeing its temporary folder and sending the signal)
+    big = tmp_path / "raw"
+    big.mkdir()
+    for lang in (SRC, TGT):
+        (big / f"train.{lang}").write_text((raw / f"train.{lang}").read_text(encoding="utf-8") * 20,
+                                           encoding="utf-8")
     env = dict(os.environ, PYTHONPATH="")
-    process = subprocess.Popen(_cluster_argv(raw, tmp_path / "bin", root / "dicts", "--parallelism", "1"),
+    process = subprocess.Popen(_cluster_argv(big, tmp_path / "bin", root / "dicts", "--parallelism", "1"),
                                cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env)
     try:
