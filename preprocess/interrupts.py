@@ -113,6 +113,24 @@ def _on_signal(signum, frame) -> None:
     os._exit(128 + signum)
 
 
+def own_progress_lock() -> None:
+    """In a forked child: a tqdm write lock of its own, not the parent's.
+
+    tqdm's default lock holds a multiprocessing semaphore, which a fork shares with the parent. A
+    child killed while inside a progress bar (the BPE child when the parent fails, a worker of a
+    stopped pool; ``subword_nmt.learn_bpe`` draws one) leaves that semaphore taken, and the
+    parent's next progress bar waits forever: a test worker that runs the pipeline in-process hung
+    that way.
+    """
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with fairseq
+        return
+    import threading
+
+    tqdm.set_lock(threading.RLock())
+
+
 def _die_with_parent() -> None:
     """Runs in every forked child: default signal dispositions, and SIGKILL when the parent dies.
 
@@ -122,6 +140,7 @@ def _die_with_parent() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    own_progress_lock()
     parent = _parent_at_fork
     try:
         libc = ctypes.CDLL(None, use_errno=True)

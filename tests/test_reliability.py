@@ -44,6 +44,43 @@ def subdir(tmp_path, name):
 
 
 # ------------------------------------------------------------------------ --overwrite
+#: a parent that drew a progress bar forks a child; the child dies (SIGKILL) inside a progress bar of
+#: its own, as the BPE child does when the parent fails; then the parent draws its next one
+KILLED_INSIDE_A_PROGRESS_BAR = """
+import multiprocessing, os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from preprocess.interrupts import own_progress_lock
+from tqdm import tqdm
+tqdm(disable=True).close()
+def child(own):
+    if own:
+        own_progress_lock()
+    tqdm.get_lock().acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+process = multiprocessing.get_context("fork").Process(target=child, args=(sys.argv[1] == "own",))
+process.start()
+process.join()
+signal.alarm(5)
+tqdm(disable=True).close()
+print("the parent drew its next progress bar")
+"""
+
+
+def test_a_child_killed_inside_a_progress_bar_does_not_hang_the_parent():
+    """tqdm's lock is a semaphore a fork shares with its parent: the pipeline's forked children take a
+    lock of their own (this hung a test worker that ran the pipeline in-process)."""
+    from .conftest import REPO
+
+    def run_with(lock):
+        return subprocess.run([sys.executable, "-c", KILLED_INSIDE_A_PROGRESS_BAR, lock, REPO],
+                              capture_output=True, text=True, timeout=60)
+
+    own = run_with("own")
+    assert own.returncode == 0 and "next progress bar" in own.stdout, own.stderr[-2000:]
+    shared = run_with("shared")  # the lock tqdm gives a fork: the parent waits until the alarm kills it
+    assert shared.returncode == -signal.SIGALRM
+
+
 def test_overwrite_replaces_a_data_bin_of_ours(tmp_path):
     prefix = corpus(tmp_path)
     run(args(prefix, tmp_path / "bin"))
