@@ -128,7 +128,12 @@ def own_progress_lock() -> None:
         return
     import threading
 
-    tqdm.set_lock(threading.RLock())
+    lock, classes = threading.RLock(), [tqdm]
+    while classes:  # tqdm's class and every subclass that has taken a lock of its own (tqdm.auto's)
+        cls = classes.pop()
+        if cls is tqdm or "_lock" in vars(cls):
+            cls.set_lock(lock)
+        classes.extend(cls.__subclasses__())
 
 
 def _die_with_parent() -> None:
