@@ -10,8 +10,6 @@ from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from .interrupts import own_progress_lock
-
 SEPARATOR = "@@"
 
 
@@ -29,7 +27,6 @@ _worker_bpe = None
 
 def _init_worker(codes_path: str) -> None:
     global _worker_bpe
-    own_progress_lock()
     from subword_nmt.apply_bpe import BPE
 
     with open(codes_path, encoding="utf-8") as codes:

@@ -49,7 +49,7 @@ from fairseq_syntax_core.databin import (
 from fairseq_syntax_core.errors import InputError, StageError, UsageError, UserError
 from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, is_visible, nonempty_lines, read_lines
-from .interrupts import handle_termination, own_progress_lock, removed_on_failure, signals_deferred
+from .interrupts import handle_termination, removed_on_failure, signals_deferred
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import RULES, SUBWORD_LABEL, project
@@ -749,7 +749,6 @@ class TextChain:
         self.process.start()
 
     def _main(self) -> None:
-        own_progress_lock()  # stop() kills this child, maybe inside learn_bpe's progress bar
         try:
             clock = StageClock()
             args, src, tgt = self.args, self.args.source_lang, self.args.target_lang

@@ -114,7 +114,8 @@ def _on_signal(signum, frame) -> None:
 
 
 def own_progress_lock() -> None:
-    """In a forked child: a tqdm write lock of its own, not the parent's.
+    """In every forked child of a process that imported the pipeline (an at-fork hook registered
+    below): a tqdm write lock of its own, not the parent's.
 
     tqdm's default lock holds a multiprocessing semaphore, which a fork shares with the parent. A
     child killed while inside a progress bar (the BPE child when the parent fails, a worker of a
@@ -122,10 +123,9 @@ def own_progress_lock() -> None:
     parent's next progress bar waits forever: a test worker that runs the pipeline in-process hung
     that way.
     """
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with fairseq
+    if "tqdm" not in sys.modules:  # the parent drew no progress bar: no lock to share
         return
+    from tqdm import tqdm
     import threading
 
     lock, classes = threading.RLock(), [tqdm]
@@ -134,6 +134,10 @@ def own_progress_lock() -> None:
         if cls is tqdm or "_lock" in vars(cls):
             cls.set_lock(lock)
         classes.extend(cls.__subclasses__())
+
+
+if hasattr(os, "register_at_fork"):  # every fork, in-process runs too (not only the commands')
+    os.register_at_fork(after_in_child=own_progress_lock)
 
 
 def _die_with_parent() -> None:
@@ -145,7 +149,6 @@ def _die_with_parent() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    own_progress_lock()
     parent = _parent_at_fork
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -13,7 +13,6 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, StageError, UsageError
-from .interrupts import own_progress_lock
 from .tokenize import parser_view
 from .word_tree import WordTree, tag_problem
 
@@ -82,7 +81,6 @@ _worker_pos_column = "upos"
 
 def _init_worker(nlp, pos_column: str) -> None:
     global _worker_nlp, _worker_pos_column
-    own_progress_lock()
     _worker_nlp, _worker_pos_column = nlp, pos_column
 
 

@@ -11,8 +11,6 @@ import functools
 from multiprocessing import Pool
 from typing import List, Sequence
 
-from .interrupts import own_progress_lock
-
 _MOSES_ESCAPES = {
     "&amp;": "&",
     "&#124;": "|",
@@ -61,5 +59,5 @@ def tokenize_lines(
         return _tokenize_chunk((lines, lang, pretokenized))
     size = (len(lines) + workers * 4 - 1) // (workers * 4)
     chunks = [(lines[i : i + size], lang, pretokenized) for i in range(0, len(lines), size)]
-    with Pool(workers, initializer=own_progress_lock) as pool:
+    with Pool(workers) as pool:
         return [tokens for part in pool.map(_tokenize_chunk, chunks) for tokens in part]

@@ -49,15 +49,14 @@ def subdir(tmp_path, name):
 KILLED_INSIDE_A_PROGRESS_BAR = """
 import multiprocessing, os, signal, sys
 sys.path.insert(0, sys.argv[2])
-from preprocess.interrupts import own_progress_lock
+if sys.argv[1] == "own":
+    import preprocess.interrupts  # registers the at-fork hook
 from tqdm import tqdm
 tqdm(disable=True).close()
-def child(own):
-    if own:
-        own_progress_lock()
+def child():
     tqdm.get_lock().acquire()
     os.kill(os.getpid(), signal.SIGKILL)
-process = multiprocessing.get_context("fork").Process(target=child, args=(sys.argv[1] == "own",))
+process = multiprocessing.get_context("fork").Process(target=child)
 process.start()
 process.join()
 signal.alarm(5)
@@ -67,8 +66,8 @@ print("the parent drew its next progress bar")
 
 
 def test_a_child_killed_inside_a_progress_bar_does_not_hang_the_parent():
-    """tqdm's lock is a semaphore a fork shares with its parent: the pipeline's forked children take a
-    lock of their own (this hung a test worker that ran the pipeline in-process)."""
+    """tqdm's lock is a semaphore a fork shares with its parent: once the pipeline is imported, every
+    forked child takes a lock of its own (this hung a test worker that ran the pipeline in-process)."""
     from .conftest import REPO
 
     def run_with(lock):
@@ -77,7 +76,7 @@ def test_a_child_killed_inside_a_progress_bar_does_not_hang_the_parent():
 
     own = run_with("own")
     assert own.returncode == 0 and "next progress bar" in own.stdout, own.stderr[-2000:]
-    shared = run_with("shared")  # the lock tqdm gives a fork: the parent waits until the alarm kills it
+    shared = run_with("shared")  # without the pipeline: the lock tqdm gives a fork: the parent waits until the alarm kills it
     assert shared.returncode == -signal.SIGALRM
 
 
