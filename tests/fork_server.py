@@ -301,7 +301,9 @@ def run(args, cwd, env: dict, stdin=None, timeout: float = 600):
 
     args = [str(a) for a in args]
     server = None
-    if os.environ.get("FORK_SERVER", "1") != "0" and _is_console_script(args[0]):
+    # a relative script or a missing working directory: subprocess.run's own resolution and errors
+    if (os.environ.get("FORK_SERVER", "1") != "0" and os.path.isabs(args[0]) and os.path.isdir(str(cwd))
+            and _is_console_script(args[0])):
         server = _start(dict(os.environ, PYTHONPATH=""))
     if server is None or _import_time_env(env) != server[2] or server[0].poll() is not None:
         return subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env,
@@ -319,8 +321,10 @@ def run(args, cwd, env: dict, stdin=None, timeout: float = 600):
             conn.settimeout(timeout)
             replies = conn.makefile("rb")
             try:
-                int(replies.readline())  # the command's pid
-                code = int(replies.readline())
+                pid, code = replies.readline(), replies.readline()
+                if not pid or not code:
+                    raise RuntimeError(f"the fork server ({server[1]}) gave no answer for {args}")
+                code = int(code)
             except (socket.timeout, TimeoutError):
                 raise subprocess.TimeoutExpired(args, timeout) from None  # closing kills the command
         finally:
