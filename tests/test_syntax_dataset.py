@@ -120,9 +120,15 @@ def test_task_loads_real_parses_and_collates(multi30k_bin):
     # the last real token of every row is </s>, and its label is </s>
     assert syntax["labels"][:, -1].eq(task.label_dict.eos()).all()
     # every row of each collated feature equals the per-sentence derivation
+    # (the batch's rows are read at once: the reference reads sentence by sentence, fairseq's way)
     for row, sample_id in enumerate(batch["id"].tolist()):
         n = int((~pad[row]).sum())
-        assert syntax["depth"][row, -n:].tolist() == sentence_features(*dataset[sample_id]["src_syntax"], {"depth"})["depth"].tolist()
+        stored = append_eos(*(dataset.streams[name][sample_id] for name in ("head", "deplabel", "pos")),
+                            task.label_dict.eos(), task.pos_dict.eos())
+        alone = sentence_features(*stored, {"depth", "labels", "parents"})
+        assert syntax["depth"][row, -n:].tolist() == alone["depth"].tolist()
+        assert syntax["labels"][row, -n:].tolist() == alone["labels"].tolist()
+        assert (syntax["parents"][row, -n:] - (src.size(1) - n)).tolist() == alone["parents"].tolist()
 
 
 def test_baseline_gets_no_side_inputs(multi30k_bin):

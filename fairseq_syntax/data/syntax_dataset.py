@@ -11,7 +11,8 @@ from fairseq_syntax_core.databin import HEAD, LABEL, NODE, PHRASE, POS, STREAMS,
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
 
-from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .row_gather import gather_rows
+from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, PHRASE_FEATURES, batch_features, collate_nodes, collate_stored_trees
 from .target_syntax import NET_INPUT_KEY, SAMPLE_KEY, collate_target_syntax
 
 logger = logging.getLogger(__name__)
@@ -137,11 +138,9 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
                 f"the model needs the {', '.join(sorted(absent))} side-file, which this data-bin does not hold "
                 f"(it holds {', '.join(self.streams)}): remake the data-bin with this version of fairseq-syntax-preprocess"
             )
-        # the stored streams only: the features are derived per batch in the collater
-        item["src_syntax"] = append_eos(
-            self.streams[HEAD.name][index], self.streams[LABEL.name][index], self.streams[POS.name][index],
-            self.dictionaries[LABEL.name].eos(), self.dictionaries[POS.name].eos(),
-        ) if token_keys else None
+        # the row to read: the collater reads the batch's stored streams at once and derives the features
+        # (so an item belongs to this dataset's side-files: batches are never mixed across datasets)
+        item["src_syntax"] = index if token_keys else None
         item["src_nodes"] = {
             n: self._node_values(n, index) for n in self.node_streams if n in self.requested
         }
@@ -155,17 +154,33 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
             item["src_phrase"] = self._node_values(PHRASE.name, index)
         return item
 
-    def _target_item(self, index: int):
-        """The stored target ``(heads, labels, pos)`` of a sentence, its ``</s>`` entry appended."""
+    def _target_item(self, index: int) -> int:
+        """The row of the target's stored streams to read (the collater reads them per batch)."""
         if not self.target_streams:
             raise SideFileError(
                 "the model asks for target-side syntax, which this data-bin does not hold: remake it with "
                 "fairseq-syntax-preprocess --target-parser NAME"
             )
-        streams, dictionaries = self.target_streams, self.target_dictionaries
-        return append_eos(
-            streams[HEAD.name][index], streams[LABEL.name][index], streams[POS.name][index],
+        return index
+
+    def _stored_trees(self, streams: Dict[str, object], dictionaries: Dict[str, Dictionary], ids: np.ndarray,
+                      left_pad: bool, length: int):
+        """The stored ``(heads, labels, pos)`` of rows ``ids``, ``</s>`` entries appended, padded to ``(B, length)``.
+
+        One vectorized read per stream (:func:`gather_rows`), not one per sentence.
+        """
+        heads, sizes = gather_rows(streams[HEAD.name], ids)
+        labels, label_sizes = gather_rows(streams[LABEL.name], ids)
+        pos, pos_sizes = gather_rows(streams[POS.name], ids)
+        if not (np.array_equal(sizes, label_sizes) and np.array_equal(sizes, pos_sizes)):
+            bad = int(ids[np.nonzero((sizes != label_sizes) | (sizes != pos_sizes))[0][0]])
+            raise SideFileError(
+                f"sentence {bad}: the {HEAD.name}, {LABEL.name} and {POS.name} side-files disagree on its length"
+            )
+        return collate_stored_trees(
+            torch.from_numpy(heads), torch.from_numpy(labels), torch.from_numpy(pos), torch.from_numpy(sizes),
             dictionaries[LABEL.name].eos(), dictionaries[POS.name].eos(),
+            dictionaries[LABEL.name].pad(), dictionaries[POS.name].pad(), left_pad=left_pad, length=length,
         )
 
     def _node_values(self, name: str, index: int) -> torch.Tensor:
@@ -180,10 +195,12 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         by_id = {s["id"]: s for s in samples}
         ordered = [by_id[int(i)] for i in batch["id"]]
         if "tgt_syntax" in samples[0] and batch.get("target") is not None:
-            batch[SAMPLE_KEY], batch["net_input"][NET_INPUT_KEY] = collate_target_syntax(
-                [s["tgt_syntax"] for s in ordered], self.target_requested,
-                self.target_dictionaries[LABEL.name].pad(), self.target_dictionaries[POS.name].pad(),
+            trees = self._stored_trees(
+                self.target_streams, self.target_dictionaries, np.array([s["tgt_syntax"] for s in ordered]),
                 left_pad=self.dataset.left_pad_target, length=batch["target"].size(1),
+            )
+            batch[SAMPLE_KEY], batch["net_input"][NET_INPUT_KEY] = collate_target_syntax(
+                trees, self.target_requested, left_pad=self.dataset.left_pad_target,
                 phrases=[s["tgt_phrase"] for s in ordered] if "tgt_phrase" in ordered[0] else None,
                 subword_label=self.target_dictionaries[LABEL.name].indices.get(SUBWORD_LABEL, -1),
             )
@@ -192,8 +209,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         syntax: Dict[str, torch.Tensor] = {}
         token_keys = self.requested - set(self.node_streams)
         if ordered[0]["src_syntax"] is not None and token_keys:
-            heads, labels, pos, real = collate_trees(
-                [s["src_syntax"] for s in ordered], self._pad(LABEL.name), self._pad(POS.name),
+            heads, labels, pos, real = self._stored_trees(
+                self.streams, self.dictionaries, np.array([s["src_syntax"] for s in ordered]),
                 left_pad=self.dataset.left_pad_source, length=batch["net_input"]["src_tokens"].size(1),
             )
             phrase = collate_nodes([s["src_phrase"] for s in ordered], 0) if "src_phrase" in ordered[0] else ()

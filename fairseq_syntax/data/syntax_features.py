@@ -242,6 +242,49 @@ def collate_trees(
     return heads, labels, pos, real
 
 
+def collate_stored_trees(
+    heads: Tensor, labels: Tensor, pos: Tensor, sizes: Tensor, eos_label: int, eos_pos: int,
+    label_pad: int, pos_pad: int, left_pad: bool, length: int,
+) -> "tuple[Tensor, Tensor, Tensor, Tensor]":
+    """:func:`collate_trees` of :func:`append_eos` of every sentence, from a batch's rows read at once.
+
+    ``heads``, ``labels``, ``pos`` are the stored streams of the batch's sentences concatenated
+    (:func:`fairseq_syntax.data.row_gather.gather_rows`), ``sizes`` each sentence's piece count.
+    Returns ``(heads, labels, pos, real)`` exactly as
+    ``collate_trees([append_eos(h, l, p, eos_label, eos_pos) ...], label_pad, pos_pad, left_pad, length)``,
+    without a Python loop over the sentences.
+    """
+    heads, labels, pos = (torch.as_tensor(v).long().reshape(-1) for v in (heads, labels, pos))
+    sizes = torch.as_tensor(sizes).long().reshape(-1)
+    bsz = sizes.numel()
+    lengths = sizes + 1  # with </s>
+    width = max(int(length), int(lengths.max()) if bsz else 0)
+    row = torch.repeat_interleave(torch.arange(bsz), sizes)
+    within = torch.arange(heads.numel()) - (torch.cumsum(sizes, 0) - sizes)[row]  # 0-based in the sentence
+    first = (width - lengths) if left_pad else torch.zeros_like(lengths)  # each row's first real column
+    column = first[row] + within
+    # </s> attaches to the last root, 1-based (0: no root)
+    root_position = torch.where(heads == 0, within + 1, torch.zeros_like(within))
+    last_root = torch.zeros(bsz, dtype=torch.long).scatter_reduce(0, row, root_position, reduce="amax")
+    eos_column = first + sizes
+    rows = torch.arange(bsz)
+
+    def place(values: Tensor, pad: int, eos: Tensor) -> Tensor:
+        out = torch.full((bsz, width), pad, dtype=torch.long)
+        out[row, column] = values
+        out[rows, eos_column] = eos
+        return out
+
+    columns = torch.arange(width).unsqueeze(0)
+    real = (columns >= first.unsqueeze(1)) & (columns < (first + lengths).unsqueeze(1))
+    return (
+        place(heads, 0, last_root),
+        place(labels, label_pad, torch.full((bsz,), eos_label, dtype=torch.long)),
+        place(pos, pos_pad, torch.full((bsz,), eos_pos, dtype=torch.long)),
+        real,
+    )
+
+
 def collate_features(
     samples: Sequence[Dict[str, Tensor]],
     pad_values: Dict[str, int],

@@ -32,7 +32,7 @@ import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
-from .syntax_features import batch_features, collate_nodes, collate_trees
+from .syntax_features import batch_features, collate_nodes
 
 #: ``sample["net_input"][NET_INPUT_KEY]``: gold values aligned with ``prev_output_tokens``
 NET_INPUT_KEY = "tgt_syntax"
@@ -78,17 +78,18 @@ def align_target_features(features: Dict[str, Tensor], real: Tensor, left_pad: b
 
 
 def collate_target_syntax(
-    sentences: Sequence["tuple[Tensor, Tensor, Tensor]"], requested: Set[str], label_pad: int, pos_pad: int,
-    left_pad: bool, length: int, phrases: Optional[Sequence[Tensor]] = None, subword_label: int = -1,
+    trees: "tuple[Tensor, Tensor, Tensor, Tensor]", requested: Set[str], left_pad: bool,
+    phrases: Optional[Sequence[Tensor]] = None, subword_label: int = -1,
 ) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
     """``(gold, inputs)`` of a batch: the target-aligned and ``prev_output_tokens``-aligned features.
 
-    ``sentences`` are the stored target ``(heads, labels, pos)`` with the ``</s>`` entry
-    appended, in batch order; ``length`` is ``sample["target"].size(1)``; ``left_pad`` is the
-    dataset's ``left_pad_target``; ``phrases`` the target's ``phrase`` merges (for the
-    constituency distances), ``subword_label`` the id of ``<subword>`` (word-level distances).
+    ``trees`` are the stored target ``(heads, labels, pos, real)`` with the ``</s>`` entry, in
+    batch order and laid out like ``sample["target"]`` (:func:`.syntax_features.collate_trees`
+    or :func:`.syntax_features.collate_stored_trees`); ``left_pad`` is the dataset's ``left_pad_target``;
+    ``phrases`` the target's ``phrase`` merges (for the constituency distances),
+    ``subword_label`` the id of ``<subword>`` (word-level distances).
     """
-    heads, labels, pos, real = collate_trees(sentences, label_pad, pos_pad, left_pad=left_pad, length=length)
+    heads, labels, pos, real = trees
     phrase = collate_nodes(phrases, 0) if phrases is not None else ()
     features = batch_features(heads, labels, pos, real, requested, *phrase, subword_label=subword_label)
     return align_target_features(features, real, left_pad)
