@@ -97,7 +97,8 @@ def preprocess_shard(argv: List[str]) -> Dict[str, object]:
 
 def check_before_submitting(forwarded: Sequence[str], destdir: str, num_shards: int) -> argparse.Namespace:
     """Every shard's arguments as ``fairseq-syntax-preprocess`` checks them, before any job starts; returns shard 0's."""
-    from .cli import Split, _split_prefixes, check_args, get_parser as preprocess_parser
+    from .options import check_args, get_parser as preprocess_parser, split_input_prefixes
+    from .split import Split
     from .fileio import count_lines
 
     given = [flag for flag in _OWN if any(a == flag or a.startswith(flag + "=") for a in forwarded)]
@@ -108,7 +109,7 @@ def check_before_submitting(forwarded: Sequence[str], destdir: str, num_shards: 
     first = None
     for shard_id in range(num_shards):
         args = parser.parse_args(shard_argv(forwarded, destdir, num_shards, shard_id))
-        splits = [Split(name, prefix, args.source_lang, args.target_lang) for name, prefix in _split_prefixes(args)]
+        splits = [Split(name, prefix, args.source_lang, args.target_lang) for name, prefix in split_input_prefixes(args)]
         check_args(args, splits)
         if shard_id == 0:
             first = args
@@ -125,7 +126,7 @@ def check_shards(destdir: str, num_shards: int) -> None:
         folder = shard_dir(destdir, shard_id)
         meta = our_metadata(os.path.join(folder, METADATA_FILE))
         if meta is None:
-            what = "missing" if not os.path.exists(folder) else f"not a data-bin of fairseq-syntax-preprocess"
+            what = "missing" if not os.path.exists(folder) else "not a data-bin of fairseq-syntax-preprocess"
             raise DataBinError(folder, None, f"shard {shard_id} of {num_shards} is {what}: run its job again "
                                              f"(fairseq-syntax-preprocess ... --num-shards {num_shards} "
                                              f"--shard-id {shard_id} --destdir {folder})")

@@ -7,7 +7,6 @@ text categorisers, ...) are disabled for speed. A component that re-tokenizes (g
 and any mismatch between the Doc's tokens and the line's tokens is an error.
 """
 
-import importlib.metadata
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np

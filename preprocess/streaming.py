@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from fairseq_syntax_core.databin import (
     CODES_FILE, LABEL, METADATA_FILE, POS, SOURCE_STREAMS, STREAMS, TARGET_STREAMS, dictionary_path, stream_prefix,
