@@ -17,6 +17,13 @@ the plugin (e.g. an older commit checked out elsewhere), to compare versions in 
     python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_dep_rel \\
         --other old_dep_rel=transformer_dep_rel@/tmp/old/fairseq_syntax
 
+On a machine whose load swings more from run to run than the models differ (a shared cloud VM),
+``--paired`` runs each model side by side with the baseline instead, one thread each, each pinned
+to its own core, the cores swapped between repetitions, and reports the median of the per-pair
+ratios: a slowdown of the machine falls on both runs of a pair at once.
+
+    python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_gps --heads 4,8 --reps 4 --paired
+
 Recurrent models (paper 004's ``tree2seq`` against fairseq's ``lstm``, issue 13): one layer,
 ``--dim`` wide embeddings and hidden units, input feeding, no head count:
 
@@ -35,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 DEFAULT_ARCHS = ("transformer,transformer_rel,transformer_dep,transformer_dep_rel,"
                  "transformer_gps,transformer_pascal,transformer_structural")
@@ -76,24 +83,31 @@ def pascal_heads(arch: str, heads: int) -> List[str]:
     return ["--pascal-heads", str(-(-5 * heads // 8))] if arch.startswith("transformer_pascal") else []
 
 
-def run_once(cmd: List[str], threads: int) -> Tuple[float, float]:
-    """(train_wps, peak RSS in MiB) of one fairseq-train process."""
+def start(cmd: List[str], threads: int, core: Optional[int] = None):
+    """Start one fairseq-train process (``threads`` threads, pinned to ``core`` when given)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    out = tempfile.TemporaryFile("w+")
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=pin), out, cmd
+
+
+def finish(started) -> Tuple[float, float]:
+    """(train_wps, peak RSS in MiB) of a process from ``start``, once it has exited."""
+    proc, out, cmd = started
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    with out:
         out.seek(0)
         text = out.read()
     if proc.returncode != 0:
         raise RuntimeError(f"exit {proc.returncode}: {' '.join(cmd)}\n{text[-3000:]}")
     wps = None
     for line in text.splitlines():
-        start = line.find("{")
-        if start < 0:
+        begin = line.find("{")
+        if begin < 0:
             continue
         try:
-            record = json.loads(line[start:])
+            record = json.loads(line[begin:])
         except ValueError:
             continue
         if "train_wps" in record:
@@ -101,6 +115,23 @@ def run_once(cmd: List[str], threads: int) -> Tuple[float, float]:
     if wps is None:
         raise RuntimeError(f"no train_wps in the log of {' '.join(cmd)}\n{text[-3000:]}")
     return wps, usage.ru_maxrss / 1024.0
+
+
+def run_once(cmd: List[str], threads: int) -> Tuple[float, float]:
+    """(train_wps, peak RSS in MiB) of one fairseq-train process."""
+    return finish(start(cmd, threads))
+
+
+def run_pair(baseline: List[str], model: List[str], cores: Tuple[int, int]) -> Tuple[Tuple[float, float], ...]:
+    """The baseline and a model side by side, one thread each, pinned to ``cores`` (baseline first).
+
+    Both runs see the same machine at the same time, so what the machine's load does to one it does
+    to the other and their ratio keeps little of it; swapping the cores between repetitions cancels
+    a difference between the cores. The faster run ends first and the other runs its last updates
+    alone: that favours the slower model by a fraction of its shortfall (at 0.95x, its last 5%).
+    """
+    first, second = start(baseline, 1, cores[0]), start(model, 1, cores[1])
+    return finish(first), finish(second)
 
 
 def main() -> None:
@@ -119,6 +150,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--flags", default="", help="extra fairseq-train flags for every run")
     parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("--paired", action="store_true",
+                        help="run each model side by side with the baseline, one thread each on its own core "
+                        "(cores swapped between the two runs of a repetition), and take the speed ratio per "
+                        "pair: for a machine whose load swings more between runs than the models differ")
     args = parser.parse_args()
 
     runs: Dict[str, Tuple[str, str]] = {a: (a, "fairseq_syntax") for a in args.archs.split(",") if a}
@@ -132,31 +167,55 @@ def main() -> None:
     wps: Dict[str, List[float]] = {f"{n}@{h}": [] for n in runs for h in heads}
     rss: Dict[str, List[float]] = {k: [] for k in wps}
     started = time.time()
+    ratios: Dict[str, List[float]] = {k: [] for k in wps}  # --paired: model over baseline, per pair
+    cores = sorted(os.sched_getaffinity(0))
+    if args.paired and len(cores) < 2:
+        raise SystemExit("--paired needs two cores to pin the two runs to")
     with tempfile.TemporaryDirectory() as save_dir:
         for rep in range(args.reps):
             for h in heads:
-                for name, (arch, user_dir) in runs.items():
-                    w, m = run_once(command(args.data_bin, arch, h, args, user_dir, save_dir), args.threads)
-                    wps[f"{name}@{h}"].append(w)
-                    rss[f"{name}@{h}"].append(m)
-                    print(f"rep {rep} heads {h} {name}: {w:.0f} wps, {m:.0f} MiB", file=sys.stderr, flush=True)
+                def cmd(name: str) -> List[str]:
+                    arch, user_dir = runs[name]
+                    return command(args.data_bin, arch, h, args, user_dir, os.path.join(save_dir, name))
+                for name in runs:
+                    if not args.paired:
+                        done = [(name, run_once(cmd(name), args.threads))]
+                    elif name == args.baseline:
+                        continue
+                    else:
+                        pair_cores = (cores[0], cores[1]) if rep % 2 == 0 else (cores[1], cores[0])
+                        base, model = run_pair(cmd(args.baseline), cmd(name), pair_cores)
+                        ratios[f"{name}@{h}"].append(model[0] / base[0])
+                        done = [(args.baseline, base), (name, model)]
+                    for key, (w, m) in ((f"{n}@{h}", r) for n, r in done):
+                        wps[key].append(w)
+                        rss[key].append(m)
+                    print(f"rep {rep} heads {h} " + ", ".join(f"{n}: {w:.0f} wps, {m:.0f} MiB" for n, (w, m) in done),
+                          file=sys.stderr, flush=True)
     results = {}
     for h in heads:
         ref_w = statistics.median(wps[f"{args.baseline}@{h}"])
         ref_m = statistics.median(rss[f"{args.baseline}@{h}"])
         for name in runs:
             key = f"{name}@{h}"
+            pair_ratios = ratios[key] if name != args.baseline else [1.0]
             results[key] = {
                 "wps_median": statistics.median(wps[key]), "wps_min": min(wps[key]), "wps_max": max(wps[key]),
-                "speed_ratio": statistics.median(wps[key]) / ref_w,
-                "speed_ratio_spread": [min(wps[key]) / ref_w, max(wps[key]) / ref_w],
+                "speed_ratio": statistics.median(pair_ratios) if args.paired else statistics.median(wps[key]) / ref_w,
+                "speed_ratio_spread": [min(pair_ratios), max(pair_ratios)] if args.paired else
+                [min(wps[key]) / ref_w, max(wps[key]) / ref_w],
                 "peak_rss_mib_median": statistics.median(rss[key]),
                 "memory_ratio": statistics.median(rss[key]) / ref_m,
                 "runs_wps": wps[key], "runs_rss_mib": rss[key],
             }
+            if args.paired and name != args.baseline:
+                results[key]["pair_ratios"] = ratios[key]
     report = {
         "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads},
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "threads": 1 if args.paired else args.threads},
+        "mode": "paired (model and baseline side by side, one thread each, cores swapped)" if args.paired
+        else "interleaved (one run at a time)",
         "baseline": args.baseline,
         "seconds": round(time.time() - started, 1),
         "results": results,
