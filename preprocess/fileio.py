@@ -13,6 +13,7 @@ Temporary names carry their owner (:func:`~.interrupts.temp_tag`), so a file lef
 killed run is removed by the next one.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -21,7 +22,7 @@ import unicodedata
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
-from .interrupts import remove_stale, removed_on_failure, temp_tag
+from .interrupts import remove_stale, removed_on_failure, signals_deferred, temp_tag
 
 BOM = "\ufeff"
 TMP_MARK = ".tmp-"
@@ -214,16 +215,53 @@ def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
     For writers that take a path (subword-nmt, matplotlib). The temporary file is removed if
     ``write`` fails or the process is interrupted.
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    remove_stale(folder, [f".{base}{TMP_MARK}"])
-    suffix = os.path.splitext(base)[1]
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
-    os.close(fd)
-    with removed_on_failure(tmp):
-        write(tmp)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
+    atomic_write_all([(path, write)])
+
+
+def atomic_write_all(outputs: Sequence["tuple[str, Callable[[str], None]]"]) -> None:
+    """Several outputs of one command, written whole or not at all.
+
+    Each ``write(tmp)`` fills a temporary file beside its ``path``; only when every one is
+    complete are they renamed into place, with Ctrl-C/SIGTERM/SIGHUP held meanwhile, so an
+    interrupt or an error leaves the old files (or none), never a new JSON beside an old plot.
+    """
+    with contextlib.ExitStack() as owned:
+        done = []
+        for path, write in outputs:
+            folder = os.path.dirname(os.path.abspath(path))
+            base = os.path.basename(path)
+            remove_stale(folder, [f".{base}{TMP_MARK}"])
+            suffix = os.path.splitext(base)[1]
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
+            os.close(fd)
+            owned.enter_context(removed_on_failure(tmp))
+            write(tmp)
+            os.chmod(tmp, file_mode())
+            done.append((tmp, path))
+        with signals_deferred():
+            for tmp, path in done:
+                os.replace(tmp, path)
+
+
+def check_distinct_outputs(outputs: Sequence["tuple[str, Optional[str]]"]) -> None:
+    """Refuse two output flags that name one file (also through a symbolic link to a folder)."""
+    seen = {}
+    for flag, path in outputs:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InputError(path, None, f"{flag} and {seen[real]} name the same file: choose two names")
+        seen[real] = flag
+
+
+def check_outside(path: str, folder: str, flag: str, what: str) -> None:
+    """Refuse an output inside ``folder`` (a data-bin, a checkpoint folder): files there are the user's inputs."""
+    real = os.path.realpath(path)
+    inside = os.path.realpath(folder)
+    if os.path.commonpath([real, inside]) == inside:
+        raise InputError(path, None, f"{flag} is inside {what} {folder}, whose files this command reads: "
+                         "write it elsewhere")
 
 
 # ------------------------------------------------------------------ files we read back

@@ -213,3 +213,65 @@ def test_ribes_per_system_in_table_and_json_when_asked(tmp_path, capsys):
     assert report["signatures"]["RIBES"].startswith("nltk:")
     out = capsys.readouterr().out
     assert "RIBES" in out.splitlines()[0] and f"{expected:.2f}" in out
+
+
+# ------------------------------------------------------------------ hostile inputs (session 27)
+def test_one_damaged_d_line_does_not_switch_off_detokenization_for_the_file(tmp_path):
+    # no --tokenizer: D = H on every line, except the last, cut mid-way by an interrupted write
+    gen = write(tmp_path / "gen.txt", "\n".join([
+        "H-0\t-0.4\tEin Mann , der &quot; fährt &quot; .",
+        "D-0\t-0.4\tEin Mann , der &quot; fährt &quot; .",
+        "H-1\t-0.5\tZwei Hunde spielen .",
+        "D-1\t-0.5\tZwei Hun",
+    ]) + "\n")
+    assert read_translations(gen, "de")[0] == 'Ein Mann, der "fährt".'
+
+
+def test_a_generate_log_of_another_test_set_is_refused_by_its_targets(tmp_path):
+    lines = []
+    for i, (ref, hyp) in enumerate(zip(WORSE, REFS)):  # its T- lines are another set's references
+        lines += [f"T-{i}\t{ref}", f"H-{i}\t-0.5\t{hyp}", f"D-{i}\t-0.5\t{hyp}"]
+    gen = write(tmp_path / "gen.txt", "\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"gen.txt: its T- lines .* differ from the reference on 8 of 8"):
+        read_translations(gen, "en", references=REFS)
+    # the same log against its own references (tokenized, BPE, an <unk>) is read
+    own = write(tmp_path / "own.txt", "\n".join(
+        [f"T-{i}\t{r.replace('man', 'm@@ an').replace('Two', '<<unk>>')}\nH-{i}\t-1\t{r}" for i, r in enumerate(REFS)])
+        + "\n")
+    assert read_translations(own, "en", references=REFS) == [r.replace(" .", ".") for r in REFS]
+
+
+def test_outputs_never_replace_the_data_bins_files_or_each_other(bucket_bin, tmp_path, capsys):
+    f = files(tmp_path, ref=["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"],
+              base=["der Hund .", "Hunde", "Halt"])
+    meta = bucket_bin / "syntax.json"
+    before = meta.read_bytes()
+    common = ["-r", f["ref"], "-b", f["base"], "--data-bin", str(bucket_bin), "--split", "train", "--quiet"]
+    assert cli_main([*common, "--json", str(meta)]) == 1
+    assert "is inside the data-bin" in capsys.readouterr().err and meta.read_bytes() == before
+    (tmp_path / "here").symlink_to(tmp_path)
+    assert cli_main([*common, "--json", str(tmp_path / "a.png"), "--plot", str(tmp_path / "here" / "a.png")]) == 1
+    assert "name the same file" in capsys.readouterr().err
+    from fairseq_syntax_preprocess.fileio import check_distinct_outputs
+
+    with pytest.raises(InputError, match="name the same file"):
+        check_distinct_outputs([("--json", str(tmp_path / "a.png")), ("--plot", str(tmp_path / "here" / "a.png"))])
+
+
+def test_bad_bucket_edges_and_orphan_flags_are_refused_before_any_work(tmp_path):
+    f = files(tmp_path, ref=REFS, base=WORSE)
+    for bad in (["--source", f["ref"], "--length-buckets", "abc"], ["--source", f["ref"], "--length-buckets", ","],
+                ["--source", f["ref"], "--depth-buckets", "1,2"], ["--statistics"]):
+        with pytest.raises(SystemExit):
+            cli_main(["-r", f["ref"], "-b", f["base"], "--quiet", *bad])
+
+
+def test_bootstrap_memory_is_bounded_by_samples_times_sentences(tmp_path, capsys, monkeypatch):
+    from fairseq_syntax.analysis import evaluate as ev
+
+    f = files(tmp_path, ref=REFS, base=WORSE)
+    # 8 sentences allow every legal sample count: shrink the bound to 100 samples to test it
+    monkeypatch.setattr(ev, "MAX_BOOTSTRAP_BYTES", ev.BOOTSTRAP_BYTES * len(REFS) * 100)
+    with pytest.raises(SystemExit):
+        cli_main(["-r", f["ref"], "-b", f["base"], "--quiet", "--bootstrap-samples", "101"])
+    assert "at most 100 here" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from .conftest import REPO, SAMPLE, tool
 REFS = ["a man rides a red bike", "two dogs play in the snow", "a woman reads a book", "kids swim in a lake"] * 5
 
 
-def fake_result(model, seed, hyps, updates=2000, cap=2000):
+def fake_result(model, seed, hyps, updates=2000, cap=2000, patience=None):
     metric = scoring.make_metric("BLEU")
     stats = scoring.sentence_statistics(metric, hyps, REFS)
     chrf = scoring.make_metric("chrF2")
@@ -28,12 +28,19 @@ def fake_result(model, seed, hyps, updates=2000, cap=2000):
                                                          "chrF2": scoring.corpus_score(chrf, cstats)}}],
                   "statistics": {model: {"BLEU": stats, "chrF2": cstats}}, "hypotheses": {model: hyps}}
     return rs.build_result(model, model, seed, "", cap, facts, {"test_2016_flickr": evaluation}, "abc1234",
-                           "cpu", 10.0)
+                           "cpu", 10.0, patience)
 
 
 def test_result_says_early_stopped_or_capped():
-    assert fake_result("transformer", 1, REFS, updates=1400)["stopped"] == "early-stopped"
-    assert fake_result("transformer", 1, REFS, updates=2000)["stopped"] == "capped at 2000 updates"
+    # best epoch 7, last epoch 9: two epochs without improvement
+    assert fake_result("transformer", 1, REFS, updates=1400, patience=2)["stopped"] == "early-stopped"
+    assert fake_result("transformer", 1, REFS, updates=2000, patience=2)["stopped"] == "capped at 2000 updates"
+
+
+def test_a_run_that_stopped_without_early_stopping_is_not_called_early_stopped():
+    # an interrupted run: fewer epochs after the best one than the patience, or no patience known
+    assert fake_result("transformer", 1, REFS, updates=1400, patience=5)["stopped"] == "stopped before the cap"
+    assert fake_result("transformer", 1, REFS, updates=1400)["stopped"] == "stopped before the cap"
 
 
 def test_table_has_mean_std_over_seeds_and_per_seed_paired_tests(tmp_path):
@@ -177,3 +184,91 @@ def test_record_refuses_an_evaluation_of_several_systems(tmp_path):
     path.write_text(json.dumps({"sentences": 1, "systems": [{"name": "a", "scores": {}}, {"name": "b", "scores": {}}]}))
     with pytest.raises(rs.InputError, match="evaluates 2 systems"):
         rs.read_evaluation(str(path))
+
+
+# ------------------------------------------------------------------ hostile inputs (session 27)
+def _folder(tmp_path, results, name="r"):
+    folder = tmp_path / name
+    folder.mkdir()
+    for r in results:
+        (folder / f"{r['model']}.seed{r['seed']}.json").write_text(json.dumps(r), encoding="utf-8")
+    return folder
+
+
+def test_sentences_in_another_order_are_not_paired(tmp_path):
+    base, rel = fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS)
+    rel["tests"]["test_2016_flickr"]["statistics"]["BLEU"].insert(0, rel["tests"]["test_2016_flickr"]["statistics"]["BLEU"].pop())
+    with pytest.raises(rs.InputError, match="sentence 0 has a reference of .* not in the same order"):
+        rs.make_table(rs.load_results([str(_folder(tmp_path, [base, rel]))]), "transformer", [])
+
+
+def test_results_scored_with_other_settings_are_not_compared(tmp_path):
+    base, rel = fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS)
+    rel["tests"]["test_2016_flickr"]["signatures"]["BLEU"] = "nrefs:1|tok:intl|version:1.4.14"
+    with pytest.raises(rs.InputError, match="was scored with BLEU nrefs:1\\|tok:intl"):
+        rs.make_table(rs.load_results([str(_folder(tmp_path, [base, rel]))]), "transformer", [])
+
+
+def test_seeds_without_a_baseline_run_are_said_untested(tmp_path):
+    results = [fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS),
+               fake_result("transformer_rel", 3, REFS)]
+    table = rs.make_table(rs.load_results([str(_folder(tmp_path, results))]), "transformer", [])
+    assert "no significant difference in 1 seed: +0.00 (p=1.000) (seed 3 without a `transformer` run: not tested)" in table
+
+
+@pytest.mark.parametrize("damage", [
+    lambda r: r.pop("stopped"), lambda r: r.pop("updates"), lambda r: r.update(seed=True),
+    lambda r: r["tests"]["test_2016_flickr"].pop("signatures"),
+    lambda r: r["tests"]["test_2016_flickr"]["scores"].update(BLEU=float("nan")),
+    lambda r: r["tests"]["test_2016_flickr"]["scores"].update(BLEU="37.5"),
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0].pop(),
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0].__setitem__(0, "x"),
+])
+def test_a_damaged_result_is_one_error_not_a_traceback(tmp_path, damage, capsys):
+    r = fake_result("transformer", 1, REFS)
+    damage(r)
+    folder = _folder(tmp_path, [r])
+    assert rs.cli_main(["table", str(folder)]) == 1
+    assert "is a damaged fairseq-syntax-result/1 result" in capsys.readouterr().err
+
+
+def test_deeply_nested_json_and_newer_formats_are_named(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, REFS)])
+    newer = dict(fake_result("transformer", 2, REFS), format="fairseq-syntax-result/2")
+    (folder / "newer.json").write_text(json.dumps(newer), encoding="utf-8")
+    assert len(rs.load_results([str(folder)])) == 1
+    assert "newer.json: format 'fairseq-syntax-result/2'" in capsys.readouterr().err
+    (folder / "deep.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
+    with pytest.raises(rs.InputError, match="deep.json: is not a readable JSON result"):
+        rs.load_results([str(folder)])
+
+
+def test_outputs_never_replace_what_the_command_reads(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, REFS)])
+    notes = folder / "parse_noise.json"
+    notes.write_text("{}", encoding="utf-8")
+    assert rs.cli_main(["table", str(folder), "--markdown", str(notes)]) == 1
+    assert "would replace a .json file" in capsys.readouterr().err and notes.read_text() == "{}"
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    (ckpt / "checkpoint_best.pt").write_bytes(b"weights")
+    ev = tmp_path / "ev.json"
+    ev.write_text("{}", encoding="utf-8")
+    assert rs.cli_main(["record", "--model", "m", "--seed", "1", "--max-update", "10", "--save-dir", str(ckpt),
+                        "--eval", f"t={ev}", "--out", str(ckpt / "checkpoint_best.pt")]) == 1
+    assert (ckpt / "checkpoint_best.pt").read_bytes() == b"weights"
+
+
+def test_a_noise_point_must_be_one_models_evaluation(tmp_path, capsys):
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps({"systems": [{"scores": {"BLEU": 100.0}}, {"scores": {"BLEU": 30.0}}]}))
+    assert rs.cli_main(["noise", "--plot", str(tmp_path / "n.png"), "--point", f"one:0={two}"]) == 1
+    assert "evaluates 2 systems" in capsys.readouterr().err
+    assert not (tmp_path / "n.png").exists()
+
+
+def test_model_names_cannot_break_the_markdown_table(tmp_path):
+    results = [fake_result("transformer", 1, REFS), fake_result("a|b`c", 1, REFS)]
+    table = rs.make_table(rs.load_results([str(_folder(tmp_path, results))]), "transformer", [])
+    row = next(line for line in table.splitlines() if line.startswith("| `a"))
+    assert row.startswith("| `a\\|b'c` |") and row.count(" | ") == 5

@@ -127,7 +127,7 @@ for arch in $ARCHS; do
   command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
     --flags "$ARCH_MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
-    --save-dir "$ckpt" --max-update "$MAX_UPDATE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --repo "$REPO"
+    --save-dir "$ckpt" --max-update "$MAX_UPDATE" --patience "$PATIENCE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --repo "$REPO"
 done
 done
 

@@ -19,13 +19,15 @@ import csv
 import logging
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_syntax_core.errors import InputError, UserError
+from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_preprocess.argtypes import positive
-from fairseq_syntax_preprocess.fileio import atomic_write_with, check_output_path
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside
+
+from .commands import figure_writer, run_command
 
 __all__ = ["compute_awsl", "write_tsv", "plot_awsl", "cli_main"]
 
@@ -104,8 +106,8 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
     ]
 
 
-def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
-    """One row per syntax layer; written to a temporary name, then renamed into place."""
+def tsv_writer(rows: Sequence[Dict[str, float]]) -> Callable[[str], None]:
+    """A writer of the table, one row per syntax layer (for ``atomic_write_all``)."""
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="") as handle:
@@ -114,11 +116,16 @@ def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
             for r in rows:
                 writer.writerow([r["layer"], f"{r['awsl_syntax']:.6f}", f"{r['awsl_content']:.6f}", r["sentences"]])
 
-    atomic_write_with(path, write)
+    return write
 
 
-def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> None:
-    """Figure 3 of paper 001: syntax share (red) and content share (blue) over the syntax layers."""
+def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
+    """The table written to a temporary name, then renamed into place."""
+    atomic_write_all([(path, tsv_writer(rows))])
+
+
+def plot_awsl(rows: Sequence[Dict[str, float]], title: str = ""):
+    """The figure of paper 001's Figure 3: syntax share (red) and content share (blue) over the syntax layers."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -136,18 +143,11 @@ def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> N
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    try:
-        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
+    return fig
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        return _main(argv)
-    except UserError as error:
-        print(f"fairseq-syntax-awsl: error: {error}", file=sys.stderr)
-        return 1
+    return run_command("fairseq-syntax-awsl", _main, argv)
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
@@ -163,14 +163,15 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if not os.path.basename(args.out):
             raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
         check_output_path(args.out + suffix, [args.path], "--out")
+        check_outside(args.out + suffix, args.data, "--out", "the data-bin")
     model, _task, dataset = load(args.data, args.path, args.split, args.cpu)
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
     except ValueError as err:
         print(f"fairseq-syntax-awsl: error: {args.path}: {err}", file=sys.stderr)
         return 2
-    write_tsv(rows, args.out + ".tsv")
-    plot_awsl(rows, args.out + ".png", title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
+    figure = plot_awsl(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
+    atomic_write_all([(args.out + ".tsv", tsv_writer(rows)), (args.out + ".png", figure_writer(figure))])
     for r in rows:
         print(f"layer {r['layer']}\tAWSL {r['awsl_syntax']:.4f}\tcontent {r['awsl_content']:.4f}")
     print(f"wrote {args.out}.tsv and {args.out}.png", file=sys.stderr)

@@ -87,10 +87,10 @@ def parse_edges(spec: str, values: np.ndarray) -> List[int]:
         edges = sorted({int(np.ceil(q)) for q in np.quantile(values, [0.2, 0.4, 0.6, 0.8])})
         return [e for e in edges if e > int(np.min(values))]
     try:
-        edges = [int(x) for x in spec.split(",") if x.strip()]
+        edges = [int(x) for x in spec.split(",")]
     except ValueError:
         raise ValueError(f"bucket edges {spec!r}: expected 'auto' or increasing integers such as 20,30,40,50") from None
-    if any(b <= a for a, b in zip(edges, edges[1:])) or any(e < 1 for e in edges):
+    if not edges or any(b <= a for a, b in zip(edges, edges[1:])) or any(e < 1 for e in edges):
         raise ValueError(f"bucket edges {spec!r}: expected increasing positive integers such as 20,30,40,50")
     return edges
 

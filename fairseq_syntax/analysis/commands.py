@@ -1,4 +1,4 @@
-"""What every analysis command shares: one-line errors, Ctrl-C, quiet logging, atomic PNG figures."""
+"""What every analysis command shares: one-line errors, Ctrl-C and SIGTERM, quiet logging, atomic outputs."""
 
 import logging
 import sys
@@ -6,12 +6,19 @@ from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_preprocess.fileio import atomic_write_with
+from fairseq_syntax_preprocess.interrupts import handle_termination
 
-__all__ = ["run_command", "quiet_logging", "save_figure"]
+__all__ = ["run_command", "quiet_logging", "save_figure", "figure_writer", "text_writer"]
 
 
 def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Sequence[str]]) -> int:
-    """``main(argv)``; a :class:`UserError` is printed as ``PROG: error: ...`` (exit 1), Ctrl-C exits 130."""
+    """``main(argv)``; a :class:`UserError` is printed as ``PROG: error: ...`` (exit 1).
+
+    Ctrl-C, SIGTERM and SIGHUP remove the temporary files of outputs not yet in place and exit
+    with 128 + the signal (:func:`~fairseq_syntax_preprocess.interrupts.handle_termination`);
+    commands write their outputs together (``atomic_write_all``), so none is half-replaced.
+    """
+    handle_termination()
     try:
         return main(argv)
     except UserError as error:
@@ -29,11 +36,29 @@ def quiet_logging() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def save_figure(fig, path: str) -> None:
-    """Write a matplotlib figure to ``path`` as PNG, atomically, and close it."""
+def figure_writer(fig) -> Callable[[str], None]:
+    """A writer of a matplotlib figure as PNG (for ``atomic_write_all``); the figure is closed after."""
     import matplotlib.pyplot as plt
 
-    try:
-        atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
+    def write(tmp: str) -> None:
+        try:
+            fig.savefig(tmp, dpi=120, format="png")
+        finally:
+            plt.close(fig)
+
+    return write
+
+
+def text_writer(text: str) -> Callable[[str], None]:
+    """A writer of UTF-8 text (for ``atomic_write_all``)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    return write
+
+
+def save_figure(fig, path: str) -> None:
+    """Write a matplotlib figure to ``path`` as PNG, atomically, and close it."""
+    atomic_write_with(path, figure_writer(fig))

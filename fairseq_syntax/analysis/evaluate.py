@@ -26,10 +26,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path, read_lines
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
+    check_outside, read_lines
 
 from . import buckets as bk
-from .commands import quiet_logging, run_command, save_figure
+from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .hypotheses import read_translations
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
@@ -37,6 +38,10 @@ from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_
 PROG = "fairseq-syntax-evaluate"
 #: an upper bound for --bootstrap-samples (memory grows with samples x sentences)
 MAX_SAMPLES = 100_000
+#: sacreBLEU's paired bootstrap holds about this many bytes per resample and sentence
+BOOTSTRAP_BYTES = 80
+#: the most memory the paired bootstrap may take (--bootstrap-samples x sentences is checked against it)
+MAX_BOOTSTRAP_BYTES = 4 * 2**30
 #: the score's name in tables and JSON (``--ribes``)
 RIBES = "RIBES"
 
@@ -227,8 +232,8 @@ def _table(head: List[str], rows: List[List[str]]) -> List[str]:
     return [fmt.format(*head), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
 
 
-def plot_buckets(report: Dict, path: str) -> None:
-    """BLEU difference to the baseline per source-length and per tree-depth bucket (paper 001 Fig. 2)."""
+def plot_buckets(report: Dict):
+    """The figure of the BLEU difference to the baseline per source-length and per tree-depth bucket (paper 001 Fig. 2)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -250,7 +255,7 @@ def plot_buckets(report: Dict, path: str) -> None:
         ax.set_ylabel(f"BLEU - BLEU({base})")
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    save_figure(fig, path)
+    return fig
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -267,10 +272,18 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--seed must be a non-negative integer")
     if not 0.0 < args.alpha < 1.0:
         parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")
-    if args.json and args.plot and os.path.abspath(args.json) == os.path.abspath(args.plot):
-        parser.error("--json and --plot name the same file")
     if args.data_bin and args.source:
         parser.error("give --data-bin or --source, not both")
+    if args.statistics and not args.json:
+        parser.error("--statistics keeps the statistics in --json: give --json too")
+    if args.source and args.depth_buckets != "auto":
+        parser.error("--depth-buckets needs the parse of --data-bin; --source gives lengths only")
+    for flag, spec in (("--length-buckets", args.length_buckets), ("--depth-buckets", args.depth_buckets)):
+        if spec != "auto":
+            try:
+                bk.parse_edges(spec, np.zeros(0))
+            except ValueError as err:
+                parser.error(f"{flag}: {err}")
     if args.ribes:
         from fairseq_syntax.scoring.ribes import check_nltk
 
@@ -285,6 +298,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     for flag, out in (("--json", args.json), ("--plot", args.plot)):
         if out is not None:
             check_output_path(out, inputs, flag)
+            if args.data_bin:
+                check_outside(out, args.data_bin, flag, "the data-bin")
+    check_distinct_outputs([("--json", args.json), ("--plot", args.plot)])
     if args.plot and not (args.data_bin or args.source):
         parser.error("--plot draws the per-bucket scores: give --data-bin (or --source)")
     if args.plot and not args.system:
@@ -292,6 +308,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     references = read_lines(args.reference, "reference file")
     if not references:
         raise InputError(args.reference, None, "the reference file is empty: expected one reference per line")
+    need = BOOTSTRAP_BYTES * args.bootstrap_samples * len(references)
+    if need > MAX_BOOTSTRAP_BYTES:
+        most = max(1, MAX_BOOTSTRAP_BYTES // (BOOTSTRAP_BYTES * len(references)))
+        parser.error(f"--bootstrap-samples {args.bootstrap_samples} on {len(references)} sentences would take about "
+                     f"{need / 2**30:.1f} GiB: at most {most} here (sacreBLEU's default: 1000)")
     profile = None
     target_lang = args.target_lang
     if args.data_bin:
@@ -306,21 +327,24 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 target_lang = None
     elif args.source:
         profile = bk.profile_from_text(read_lines(args.source, "source file"), args.source)
-    systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize)) for n, p in specs]
+    systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references)) for n, p in specs]
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     report["reference"] = args.reference
     stats = report.pop("_statistics")
     print(format_tables(report))
+    outputs = []
     if args.json:
         if args.statistics:
             report["statistics"] = stats
             report["hypotheses"] = {name: hyps for name, _p, hyps in systems}
-        atomic_write(args.json, [json.dumps(report, indent=1) + "\n"])
-        print(f"wrote {args.json}", file=sys.stderr)
+        outputs.append((args.json, text_writer(json.dumps(report, indent=1) + "\n")))
     if args.plot:
-        plot_buckets(report, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
+        outputs.append((args.plot, figure_writer(plot_buckets(report))))
+    atomic_write_all(outputs)  # together: an interrupt leaves both old files or both new ones
+    for path in (args.json, args.plot):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

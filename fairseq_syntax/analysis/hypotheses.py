@@ -2,16 +2,19 @@
 
 A plain file holds one translation per line, in test-set order. ``fairseq-generate`` output is
 recognised by its ``S-``/``H-``/``D-`` lines; its ``D-`` lines (``H-`` where there are none) are
-taken in sentence-id order and BPE joints (``@@ ``) are removed. Where fairseq-generate already
-detokenized them (``--tokenizer moses``: its ``D-`` lines differ from the ``H-`` lines) they are
-taken as they are; otherwise the text is detokenized with Moses (``sacremoses``, the tokenizer of
-our pipeline) unless asked not to. A file whose ids are
-not exactly ``0..n-1`` (an interrupted run, two runs concatenated) is refused.
+taken in sentence-id order and BPE joints (``@@ ``) are removed. A ``D-`` line that fairseq-generate
+already detokenized (``--tokenizer moses``: it differs from its ``H-`` line) is taken as it is;
+the others are detokenized with Moses (``sacremoses``, the tokenizer of our pipeline) unless asked
+not to. The decision is made line by line, so one damaged line cannot switch it for the whole
+file. A file whose ids are not exactly ``0..n-1`` (an interrupted run, two runs concatenated) is
+refused, and so is a log whose own ``T-`` lines (the targets fairseq-generate read) do not match
+the references on most sentences: the log of another test set.
 """
 
+import html
 import logging
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_preprocess.fileio import read_lines
@@ -21,6 +24,10 @@ __all__ = ["read_translations", "is_generate_output", "from_generate_output", "r
 logger = logging.getLogger(__name__)
 _GENERATE_LINE = re.compile(r"^([SHDTP])-(\d+)\t")
 _BPE = re.compile(r"(@@ )|(@@ ?$)")
+#: a log whose T- lines differ from the references on more than this share is another test set's
+MAX_TARGET_MISMATCH = 0.5
+#: above this share of differing T- lines (but not above the maximum) a warning is printed
+WARN_TARGET_MISMATCH = 0.1
 
 
 class TranslationFileError(InputError):
@@ -37,9 +44,34 @@ def is_generate_output(lines: List[str]) -> bool:
     return any(line.startswith("H-") and _GENERATE_LINE.match(line) for line in lines[:2000])
 
 
-def from_generate_output(lines: List[str], path: str, lang: Optional[str], detokenize: bool = True) -> List[str]:
+def _comparable(text: str) -> str:
+    """A target or reference with BPE joints, escaping, ``<unk>`` and every kind of space removed."""
+    text = re.sub(r" ?@([-/,.:])@ ?", r"\1", remove_bpe(text))  # Moses' aggressive dash splits
+    return re.sub(r"\s+|\u2581|<<unk>>|<unk>", "", html.unescape(text))
+
+
+def check_targets(targets: Dict[int, str], references: Sequence[str], path: str) -> None:
+    """The log's ``T-`` lines against the references: refused when most differ (another test set)."""
+    if not targets or len(targets) != len(references):
+        return
+    differ = [i for i, ref in enumerate(references) if _comparable(targets.get(i, "")) != _comparable(ref)]
+    share = len(differ) / len(references)
+    if share > MAX_TARGET_MISMATCH:
+        i = differ[0]
+        raise TranslationFileError(
+            path, None, f"its T- lines (the targets fairseq-generate read) differ from the reference on {len(differ)} "
+            f"of {len(references)} sentences (e.g. sentence {i}: {targets.get(i, '')[:60]!r} against "
+            f"{references[i][:60]!r}): the translations of another test set, or another order",
+        )
+    if share > WARN_TARGET_MISMATCH:
+        logger.warning(f"{path}: its T- lines differ from the reference on {len(differ)} of {len(references)} "
+                       f"sentences (e.g. sentence {differ[0]}); is it the same test set?")
+
+
+def from_generate_output(lines: List[str], path: str, lang: Optional[str], detokenize: bool = True,
+                         references: Optional[Sequence[str]] = None) -> List[str]:
     """The translations of ``fairseq-generate`` output, in sentence-id order (see the module docstring)."""
-    best: Dict[str, Dict[int, str]] = {"D": {}, "H": {}}
+    best: Dict[str, Dict[int, str]] = {"D": {}, "H": {}, "T": {}}
     finished: set = set()  # ids whose block of lines has ended
     current = None
     for number, line in enumerate(lines, 1):
@@ -60,16 +92,15 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
             continue
         kind = m.group(1)
         fields = line.rstrip("\n").split("\t")
+        if kind == "T":  # T-<id>, the target: no score
+            best[kind].setdefault(sid, fields[1])
+            continue
         if len(fields) < 2:
             raise TranslationFileError(path, number, f"a {kind}- line without its score and text")
         text = fields[2] if len(fields) >= 3 else ""
         if sid not in best[kind]:  # with --nbest, the first hypothesis of an id is the best
             best[kind][sid] = text
     chosen = best["D"] or best["H"]
-    # D- lines that differ from their H- lines were detokenized by fairseq-generate's own
-    # --tokenizer: take them as they are (detokenizing twice would change e.g. "&amp;")
-    already = bool(best["D"]) and any(remove_bpe(best["H"].get(i, text)) != remove_bpe(text)
-                                      for i, text in best["D"].items())
     ids = sorted(chosen)
     if ids != list(range(len(ids))):
         present = set(ids)
@@ -81,18 +112,27 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
     if not any(line.startswith("Generate ") for line in lines[-3:]):
         logger.warning(f"{path}: no 'Generate ...' summary at the end: fairseq-generate may have been "
                        "interrupted (its last line may be cut)")
+    if references is not None:
+        check_targets(best["T"], references, path)
     texts = [remove_bpe(chosen[i]) for i in ids]
-    if detokenize and not already:
+    if detokenize:
         from sacremoses import MosesDetokenizer
 
         detok = MosesDetokenizer(lang=lang or "en")
-        texts = [detok.detokenize(t.split()) for t in texts]
+        # a D- line that differs from its H- line was detokenized by fairseq-generate's own
+        # --tokenizer: take it as it is (detokenizing twice would change e.g. "&amp;")
+        done = {i for i, text in best["D"].items() if remove_bpe(best["H"].get(i, text)) != remove_bpe(text)}
+        texts = [t if i in done else detok.detokenize(t.split()) for i, t in zip(ids, texts)]
     return texts
 
 
-def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = True) -> List[str]:
-    """One translation per test sentence from ``path`` (plain text or ``fairseq-generate`` output)."""
+def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = True,
+                      references: Optional[Sequence[str]] = None) -> List[str]:
+    """One translation per test sentence from ``path`` (plain text or ``fairseq-generate`` output).
+
+    With ``references``, a ``fairseq-generate`` log's ``T-`` lines are checked against them.
+    """
     lines = read_lines(path, "translation file")
     if is_generate_output(lines):
-        return from_generate_output(lines, path, lang, detokenize)
+        return from_generate_output(lines, path, lang, detokenize, references)
     return lines

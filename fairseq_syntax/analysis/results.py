@@ -17,6 +17,7 @@ bootstrap against the same seed of the baseline (and of any ``--compare`` pair).
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -24,13 +25,15 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
-from .commands import quiet_logging, run_command, save_figure
+from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, paired_bootstrap
 
 PROG = "fairseq-syntax-report"
 FORMAT = "fairseq-syntax-result/1"
+#: any version of our result format (a newer one is named, not silently skipped)
+FORMAT_FAMILY = "fairseq-syntax-result/"
 METRIC_KEYS = ("BLEU", "chrF2")
 
 
@@ -71,11 +74,23 @@ def git_commit(repo: str) -> str:
     return commit + ("+dirty" if dirty else "")
 
 
+def how_stopped(facts: Dict, max_update: int, patience: Optional[int]) -> str:
+    """``capped at N updates``, ``early-stopped`` (``patience`` epochs passed after the best one, as
+    fairseq's ``--patience`` stops a run validated every epoch) or, when nothing shows either,
+    ``stopped before the cap``: an interrupted run reads so in the table, never as early-stopped."""
+    if facts["last_updates"] >= max_update:
+        return f"capped at {max_update} updates"
+    if patience is not None and patience > 0 and facts["last_epoch"] - facts["best_epoch"] >= patience:
+        return "early-stopped"
+    return "stopped before the cap"
+
+
 def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, facts: Dict,
-                 evaluations: Dict[str, Dict], commit: str, device: str, wall_seconds: float) -> Dict:
+                 evaluations: Dict[str, Dict], commit: str, device: str, wall_seconds: float,
+                 patience: Optional[int] = None) -> Dict:
     """The result of one run (see the module docstring)."""
     updates = facts["last_updates"]
-    stopped = f"capped at {max_update} updates" if updates >= max_update else "early-stopped"
+    stopped = how_stopped(facts, max_update, patience)
     tests = {}
     for name, ev in evaluations.items():
         system = ev["systems"][0]
@@ -126,18 +141,43 @@ def _json_files(folder: str) -> List[str]:
     return found
 
 
+def _number(value) -> bool:
+    """A finite int or float (JSON's true/false are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _statistics_rows(rows) -> bool:
+    """Per-sentence sufficient statistics: lists of finite numbers, all of one length."""
+    return isinstance(rows, list) and all(
+        isinstance(r, list) and r and len(r) == len(rows[0]) and all(_number(v) for v in r) for r in rows)
+
+
 def _check_result(data: Dict, path: str) -> None:
-    ok = isinstance(data.get("tests"), dict) and isinstance(data.get("model"), str) \
-        and isinstance(data.get("seed"), int)
-    for test in (data.get("tests") or {}).values() if ok else ():
-        stats = test.get("statistics") if isinstance(test, dict) else None
-        if not isinstance(stats, dict) or not isinstance(test.get("scores"), dict) \
-                or any(len(stats.get(m) or []) != test.get("sentences") for m in METRIC_KEYS) \
-                or any(m not in test["scores"] for m in METRIC_KEYS):
-            ok = False
-    if not ok:
-        raise InputError(path, None, f"is a damaged {FORMAT} result (model, seed, tests with scores and "
-                         "per-sentence statistics expected)")
+    def damaged(what: str):
+        return InputError(path, None, f"is a damaged {FORMAT} result: {what}")
+
+    if not isinstance(data.get("model"), str) or not data["model"]:
+        raise damaged("'model' must be a name")
+    if not isinstance(data.get("seed"), int) or isinstance(data.get("seed"), bool):
+        raise damaged("'seed' must be an integer")
+    if not isinstance(data.get("stopped"), str):
+        raise damaged("'stopped' must say how training ended")
+    if not isinstance(data.get("updates"), int) or isinstance(data.get("updates"), bool):
+        raise damaged("'updates' must be an integer")
+    if not isinstance(data.get("tests"), dict) or not data["tests"]:
+        raise damaged("'tests' must hold at least one test set")
+    for name, test in data["tests"].items():
+        if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
+                or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
+            raise damaged(f"test set {name!r} needs its number of sentences")
+        scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
+        if not isinstance(scores, dict) or not all(_number(scores.get(m)) for m in METRIC_KEYS):
+            raise damaged(f"test set {name!r} needs finite {' and '.join(METRIC_KEYS)} scores")
+        if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
+            raise damaged(f"test set {name!r} needs the sacreBLEU signature of each score")
+        if not isinstance(stats, dict) or not all(
+                _statistics_rows(stats.get(m)) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
+            raise damaged(f"test set {name!r} needs per-sentence statistics (one row of numbers per sentence)")
 
 
 def load_results(folders: Sequence[str]) -> List[Dict]:
@@ -157,7 +197,13 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
                     data = json.load(handle)
             except (OSError, ValueError) as error:
                 raise InputError(path, None, f"is not a readable JSON result ({error})") from None
-            if isinstance(data, dict) and data.get("format") == FORMAT:
+            except RecursionError:
+                raise InputError(path, None, "is not a readable JSON result (nested too deeply)") from None
+            kind = data.get("format") if isinstance(data, dict) else None
+            if isinstance(kind, str) and kind.startswith(FORMAT_FAMILY) and kind != FORMAT:
+                print(f"{PROG}: warning: {path}: format {kind!r}, this version reads {FORMAT!r}: skipped "
+                      "(a newer fairseq-syntax wrote it?)", file=sys.stderr)
+            if kind == FORMAT:
                 _check_result(data, path)
                 key = (data["model"], data["seed"])
                 if key in where:
@@ -177,6 +223,31 @@ def _mean_std(values: List[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def _settings(signature: str) -> str:
+    """A sacreBLEU signature without its ``version:`` field (the settings that make scores comparable)."""
+    return "|".join(field for field in signature.split("|") if not field.startswith("version:"))
+
+
+def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
+    """Two results of ``test`` must score the same sentences in the same order: sentence count,
+    sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
+    ta, tb = a["tests"][test], b["tests"][test]
+    if ta["sentences"] != tb["sentences"]:
+        raise InputError(a["_path"], None, f"test set {test!r} has {ta['sentences']} sentences, "
+                         f"{tb['sentences']} in {b['_path']}: not the same test set")
+    for m in METRIC_KEYS:
+        if _settings(ta["signatures"][m]) != _settings(tb["signatures"][m]):
+            raise InputError(a["_path"], None, f"test set {test!r} was scored with {m} {ta['signatures'][m]}, "
+                             f"{b['_path']} with {tb['signatures'][m]}: scores of different settings cannot be compared")
+    ref_a = [row[1] for row in ta["statistics"]["BLEU"]]
+    ref_b = [row[1] for row in tb["statistics"]["BLEU"]]
+    differ = next((i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y), None)
+    if differ is not None:
+        raise InputError(a["_path"], None, f"test set {test!r}: sentence {differ} has a reference of {ref_a[differ]:g} "
+                         f"words, {ref_b[differ]:g} in {b['_path']}: the sentences are not in the same order "
+                         "(or not the same references), so they cannot be paired")
+
+
 def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
                   samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> List[Dict]:
     """Per seed both models have: sacreBLEU's paired bootstrap (BLEU) of ``system`` against ``baseline``."""
@@ -186,13 +257,25 @@ def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
         if model != system or (baseline, s) not in by_seed:
             continue
         b = by_seed[(baseline, s)]
-        if b["tests"][test]["sentences"] != r["tests"][test]["sentences"]:
-            raise InputError(r["_path"], None, f"test set {test!r} has {r['tests'][test]['sentences']} sentences, "
-                             f"{b['tests'][test]['sentences']} in {b['_path']}: not the same test set")
+        _check_same_sentences(r, b, test)
         res = paired_bootstrap("BLEU", b["tests"][test]["statistics"]["BLEU"], r["tests"][test]["statistics"]["BLEU"],
                                samples, seed)
         rows.append({"seed": s, **res.as_dict()})
     return rows
+
+
+def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str:
+    """`` (seeds 3, 4 without a baseline run)``: the system's seeds the paired tests leave out."""
+    have = {r["seed"] for r in results if r["model"] == baseline and test in r["tests"]}
+    alone = sorted(r["seed"] for r in results if r["model"] == system and test in r["tests"] and r["seed"] not in have)
+    if not alone:
+        return ""
+    return f" (seed{'s' if len(alone) > 1 else ''} {', '.join(map(str, alone))} without a `{baseline}` run: not tested)"
+
+
+def _md(name: str) -> str:
+    """A name as Markdown code in a table cell (pipes and backticks would break the table)."""
+    return "`" + name.replace("`", "'").replace("|", "\\|") + "`"
 
 
 def _verdict(rows: List[Dict], alpha: float) -> str:
@@ -217,10 +300,12 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
     out = []
     for test in tests:
         here = [r for r in results if test in r["tests"]]
+        for r in here[1:]:
+            _check_same_sentences(r, here[0], test)
         models = sorted({r["model"] for r in here}, key=lambda m: (m != baseline, m))
         out.append(f"**{test}** ({here[0]['tests'][test]['sentences']} sentences; "
                    f"BLEU {here[0]['tests'][test]['signatures']['BLEU']})\n")
-        out.append(f"| model | seeds | training | BLEU | chrF2 | vs `{baseline}` (paired bootstrap, BLEU, per seed) |")
+        out.append(f"| model | seeds | training | BLEU | chrF2 | vs {_md(baseline)} (paired bootstrap, BLEU, per seed) |")
         out.append("|---|---|---|---|---|---|")
         for m in models:
             runs = sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"])
@@ -229,13 +314,15 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
             stops = sorted({r["stopped"] for r in runs})
             updates = "/".join(str(r["updates"]) for r in runs)
             training = f"{', '.join(stops)} ({updates} updates)"
-            verdict = "(baseline)" if m == baseline else _verdict(compare_seeds(here, m, baseline, test), alpha)
-            out.append(f"| `{m}` | {','.join(str(r['seed']) for r in runs)} | {training} | {_mean_std(bleu)} | "
+            verdict = "(baseline)" if m == baseline else \
+                _verdict(compare_seeds(here, m, baseline, test), alpha) + _unpaired(here, m, baseline, test)
+            out.append(f"| {_md(m)} | {','.join(str(r['seed']) for r in runs)} | {training} | {_mean_std(bleu)} | "
                        f"{_mean_std(chrf)} | {verdict} |")
         for system, base in compares:
             rows = compare_seeds(here, system, base, test)
             if rows:
-                out.append(f"\n`{system}` against `{base}` (same seeds): {_verdict(rows, alpha)}")
+                out.append(f"\n{_md(system)} against {_md(base)} (same seeds): {_verdict(rows, alpha)}"
+                           + _unpaired(here, system, base, test))
         out.append("")
     out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
                f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
@@ -263,15 +350,21 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
         try:
             with open(path, encoding="utf-8") as handle:
                 ev = json.load(handle)
-            bleu = float(ev["systems"][0]["scores"]["BLEU"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            systems = ev["systems"]
+            bleu = float(systems[0]["scores"]["BLEU"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError) as error:
             raise InputError(path, None, f"is not a fairseq-syntax-evaluate JSON ({type(error).__name__})") from None
+        if len(systems) != 1:
+            raise InputError(path, None, f"evaluates {len(systems)} systems; a point needs the evaluation of that "
+                             "model's translations alone (fairseq-syntax-evaluate -b MODEL=FILE)")
+        if not math.isfinite(bleu):
+            raise InputError(path, None, f"has BLEU {bleu}: not a score")
         points.setdefault(model, []).append((prob, bleu))
     return {m: sorted(v) for m, v in points.items()}
 
 
-def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: str = "") -> None:
-    """BLEU against the parse-noise probability p, one line per model."""
+def plot_noise(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
+    """The figure of BLEU against the parse-noise probability p, one line per model."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,7 +379,7 @@ def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: s
         ax.set_title(title, fontsize=9)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    save_figure(fig, path)
+    return fig
 
 
 # --------------------------------------------------------------------------------- CLI
@@ -301,11 +394,15 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--flags", default="", help="the training flags that differ from the recipe's")
     rec.add_argument("--save-dir", required=True, help="the run's checkpoint folder")
     rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
+    rec.add_argument("--patience", type=int, default=None,
+                     help="fairseq-train's --patience (validation every epoch): a run that stopped before the cap "
+                          "with this many epochs after its best one is labelled early-stopped; without it, or "
+                          "with fewer, 'stopped before the cap' (an interrupted run?)")
     rec.add_argument("--eval", action="append", default=[], metavar="TEST=EVAL_JSON", required=True,
                      help="fairseq-syntax-evaluate --statistics output of one test set (repeatable)")
     rec.add_argument("--wall-seconds", type=float, default=0.0)
     rec.add_argument("--device", default="cpu")
-    rec.add_argument("--repo", default=".", help="the checkout whose commit trained the run")
+    rec.add_argument("--repo", default=".", help="the checkout whose commit trained the run (default: the current folder)")
     tab = sub.add_parser("table", help="the Markdown table of every result under the folders")
     tab.add_argument("folders", nargs="+")
     tab.add_argument("--baseline", default="transformer")
@@ -328,7 +425,14 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)
+    quiet_logging()
     if args.command == "record":
+        if args.max_update < 1:
+            parser.error("--max-update must be the positive update cap the runs shared")
+        if args.patience is not None and args.patience < 1:
+            parser.error("--patience must be positive (fairseq-train's --patience of the run)")
+        if not math.isfinite(args.wall_seconds) or args.wall_seconds < 0:
+            parser.error("--wall-seconds must be a non-negative number of seconds")
         evaluations = {}
         for spec in args.eval:
             name, sep, path = spec.partition("=")
@@ -337,13 +441,15 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if name in evaluations:
                 parser.error(f"--eval: test set {name!r} given twice")
             evaluations[name] = read_evaluation(path)
-        check_output_path(args.out, [p.partition("=")[2] for p in args.eval], "--out")
+        checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
+        check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
         result = build_result(args.model, args.arch or args.model, args.seed, args.flags, args.max_update,
                               checkpoint_facts(args.save_dir), evaluations, git_commit(args.repo), args.device,
-                              args.wall_seconds)
-        folder = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(folder, exist_ok=True)
-        atomic_write(args.out, [json.dumps(result, indent=1) + "\n"])
+                              args.wall_seconds, args.patience)
+        if result["stopped"] == "stopped before the cap":
+            print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
+                  "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)
+        atomic_write_all([(args.out, text_writer(json.dumps(result, indent=1) + "\n"))])
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.command == "noise":
@@ -351,15 +457,14 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         check_output_path(args.plot, inputs, "--plot")
         if args.json:
             check_output_path(args.json, inputs, "--json")
-            if os.path.abspath(args.json) == os.path.abspath(args.plot):
-                parser.error("--json and --plot name the same file")
-        quiet_logging()
+        check_distinct_outputs([("--plot", args.plot), ("--json", args.json)])
         points = noise_points(args.point)
-        plot_noise(points, args.plot, args.title)
+        outputs = [(args.plot, figure_writer(plot_noise(points, args.title)))]
+        if args.json:
+            outputs.append((args.json, text_writer(json.dumps(points, indent=1) + "\n")))
+        atomic_write_all(outputs)
         for model, pts in sorted(points.items()):
             print(f"{model}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
-        if args.json:
-            atomic_write(args.json, [json.dumps(points, indent=1) + "\n"])
         return 0
     compares = []
     for spec in args.compare:
@@ -374,6 +479,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         raise InputError(", ".join(args.folders), None, f"holds no {FORMAT} JSON results")
     if args.markdown:
         check_output_path(args.markdown, [r["_path"] for r in results], "--markdown")
+        for folder in args.folders:
+            inside = os.path.commonpath([os.path.realpath(args.markdown), os.path.realpath(folder)])
+            if inside == os.path.realpath(folder) and args.markdown.lower().endswith(".json"):
+                raise InputError(args.markdown, None, f"--markdown would replace a .json file under {folder}, "
+                                 "where results are read: name it .md")
     models = {r["model"] for r in results}
     for name, flag in [(args.baseline, "--baseline")] + [(m, "--compare") for pair in compares for m in pair]:
         if name not in models:
@@ -382,7 +492,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     text = make_table(results, args.baseline, compares, args.alpha)
     print(text)
     if args.markdown:
-        atomic_write(args.markdown, [text])
+        atomic_write_all([(args.markdown, text_writer(text))])
     return 0
 
 
