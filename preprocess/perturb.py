@@ -12,16 +12,21 @@ streams (a word is its first piece; later pieces hang from it or from each other
   are not the word itself or one of its descendants (so the result is still a tree, with the
   same root);
 * its label is replaced by another label of the data-bin's label dictionary, drawn uniformly
-  (special symbols, ``<subword>`` and ``</s>`` excluded). A root keeps its head, and gets a new
-  label.
+  (special symbols, ``<subword>``, ``</s>`` and the root label excluded). A root keeps its head
+  and its label (a parser labels its root ``ROOT``/``root`` whatever else it gets wrong), so it
+  is not counted as perturbed.
 
 The perturbed word tree is projected onto the pieces again as the data-bin's rule did (first
 pieces carry the word's head and label; the arcs inside words are unchanged). A phrase
 structure converted from the dependency parse (the default) is converted again from the
 perturbed tree; imported brackets (``--constituency-parse``) are kept as they are, since the
-noise models a worse dependency parser (``syntax.json`` records which). Text,
-dictionaries, POS and every split not chosen are copied unchanged; ``syntax.json`` records
-``perturbation`` (p, seed, splits, the source data-bin, words perturbed per split). The copy
+noise models a worse dependency parser (``syntax.json`` records which). Only the source side's
+parse is perturbed: a target-side parse (paper 002's target side) is copied unchanged, and
+``syntax.json`` says so (``sides``). Text, dictionaries, POS and every split not chosen are
+copied unchanged; the ``.conllu`` of a perturbed split keeps the pieces' text of the original.
+Each split draws from its own generator seeded with ``--seed``, so a split's noise does not
+depend on which other splits are chosen. ``syntax.json`` records ``perturbation`` (p, seed,
+splits, the source data-bin, words perturbed per split). The copy
 is written beside ``--destdir`` and renamed into place when complete, as
 ``fairseq-syntax-preprocess`` does. Training on noisy parses is possible (``--splits
 train,...``) but not the default: the robustness recipe perturbs test sets only.
@@ -42,6 +47,7 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_core.indexed_files import check_indexed_dataset
 
 from .conllu import format_conllu
 from .destdir import check_destdir, files_of, is_inside, make_temp_dir, move_into_place, our_metadata
@@ -51,6 +57,9 @@ from .word_tree import SUBWORD_LABEL, WordTree
 PROG = "fairseq-syntax-perturb"
 logger = logging.getLogger(__name__)
 RESERVED_LABELS = (SUBWORD_LABEL, "</s>")
+#: labels that only a root carries (spaCy's and Universal Dependencies' spelling)
+ROOT_LABELS = ("ROOT", "root")
+REMEDY = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
 
 
 def word_tree_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -84,19 +93,20 @@ def _root_and_ancestors(word_head: np.ndarray, w: int) -> List[int]:
 
 def perturb_words(word_head: np.ndarray, word_label: np.ndarray, p: float, labels: np.ndarray,
                   rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray, int]:
-    """Perturb a word tree (see the module docstring); returns new heads, labels and the count."""
+    """Perturb a word tree (see the module docstring); returns new heads, labels and the count.
+
+    ``labels`` is the pool a non-root word's new label is drawn from (no root label in it).
+    """
     heads, labs = word_head.copy(), word_label.copy()
     n = len(heads)
     count = 0
     for w in rng.permutation(n):
-        if rng.random() >= p:
+        if rng.random() >= p or heads[w] == 0:  # a root keeps its head and label
             continue
         count += 1
         others = labels[labels != labs[w]]
         if len(others):
             labs[w] = others[rng.integers(len(others))]
-        if heads[w] == 0:
-            continue
         root = _root_and_ancestors(heads, w)[-1]
         candidates = [c for c in range(n) if c != w and _root_and_ancestors(heads, c)[-1] == root
                       and w not in _root_and_ancestors(heads, c)]
@@ -128,6 +138,7 @@ def _load(prefix: str):
     for ext in (".bin", ".idx"):
         if not os.path.isfile(prefix + ext):
             raise InputError(prefix + ext, None, "not found: the data-bin is incomplete")
+    check_indexed_dataset(prefix, REMEDY)  # names the damaged .idx or .bin
     try:
         data = data_utils.load_indexed_dataset(prefix, None, "mmap")
         len(data)
@@ -141,19 +152,54 @@ def _load(prefix: str):
     return data
 
 
-def _tree_problem(heads: np.ndarray, labels: np.ndarray, n_pieces: int, subword: int) -> Optional[str]:
-    """What is wrong with a stored piece tree, or None."""
+def _tree_problem(heads: np.ndarray, labels: np.ndarray, pos: np.ndarray, n_pieces: int, subword: int,
+                  n_labels: int, n_pos: int, forbidden: Sequence[int]) -> Optional[Tuple[str, str]]:
+    """(the stream, what is wrong) with a stored piece tree (its heads, label and POS ids), or None.
+
+    ``forbidden`` are the dictionaries' ids no word can carry (``<s>``, ``<pad>``, ``</s>``).
+    """
     from fairseq_syntax_core.trees import validate_heads
 
-    if len(heads) != n_pieces or len(labels) != n_pieces:
-        return f"{len(heads)} heads and {len(labels)} labels for {n_pieces} pieces"
+    for stream, values in ((HEAD.name, heads), (LABEL.name, labels), (POS.name, pos)):
+        if len(values) != n_pieces:
+            return stream, f"{len(values)} values for {n_pieces} pieces"
+    for stream, name, ids, size in ((LABEL.name, "label", labels, n_labels), (POS.name, "POS", pos, n_pos)):
+        bad = (ids < 0) | (ids >= size) | np.isin(ids, forbidden)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            return stream, f"piece {k + 1} has {name} id {int(ids[k])}, not a tag of the dictionary"
     if n_pieces and labels[0] == subword:
-        return "the first piece continues a word (<subword>)"
+        return LABEL.name, "the first piece continues a word (<subword>)"
     try:
         validate_heads(heads)
     except ValueError as error:
-        return f"not a tree ({error})"
+        return HEAD.name, f"not a tree ({error})"
     return None
+
+
+def _original_forms(path: str, n: int) -> Optional[List[List[str]]]:
+    """The pieces' text of each sentence from the split's ``.conllu`` (None when it is not there or
+    does not match): the dictionary maps a piece it does not hold to ``<unk>``, the file does not."""
+    if not os.path.isfile(path):
+        return None
+    forms: List[List[str]] = [[]]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                line = line.rstrip("\n")
+                if not line.strip():
+                    if forms[-1]:
+                        forms.append([])
+                elif not line.startswith("#"):
+                    columns = line.split("\t")
+                    if len(columns) != 10:
+                        return None
+                    forms[-1].append(columns[1])
+    except (OSError, ValueError):  # unreadable or not UTF-8: the dictionary's symbols instead
+        return None
+    if not forms[-1]:
+        forms.pop()
+    return forms if len(forms) == n else None
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -161,7 +207,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("data_bin", help="a data-bin made by fairseq-syntax-preprocess")
     p.add_argument("--destdir", required=True, help="the perturbed copy")
     p.add_argument("--p", type=float, required=True, help="probability that a word is perturbed, in [0, 1]")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of the noise (a non-negative integer)")
     p.add_argument("--splits", default=None,
                    help="comma-separated splits to perturb (default: the test splits, test, test1, ...)")
     p.add_argument("--overwrite", action="store_true", help="replace a data-bin already at --destdir")
@@ -176,6 +222,8 @@ def run(args) -> Dict[str, int]:
 
     if not 0.0 <= args.p <= 1.0:
         raise UsageError(f"--p {args.p}: expected a probability in [0, 1]")
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: expected a non-negative integer")
     meta_path = os.path.join(args.data_bin, METADATA_FILE)
     meta = our_metadata(meta_path)
     if meta is None:
@@ -201,8 +249,10 @@ def run(args) -> Dict[str, int]:
     labels = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{LABEL.dictionary}.txt"))
     specials = {labels.bos(), labels.pad(), labels.eos(), labels.unk()}
     reserved = {labels.index(x) for x in RESERVED_LABELS if x in labels.indices}
-    pool = np.asarray([i for i in range(len(labels)) if i not in specials and i not in reserved], dtype=np.int64)
+    roots = {labels.index(x) for x in ROOT_LABELS if x in labels.indices}
+    pool = np.asarray([i for i in range(len(labels)) if i not in specials | reserved | roots], dtype=np.int64)
     subword = labels.indices.get(SUBWORD_LABEL, -1)
+    forbidden = [labels.bos(), labels.pad(), labels.eos()]  # the same ids in every fairseq Dictionary
     pos_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{POS.dictionary}.txt"))
     src_dict = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.txt"))
 
@@ -210,7 +260,6 @@ def run(args) -> Dict[str, int]:
     reconvert = PHRASE.name in streams and phrase_source == PHRASE_FROM_DEPENDENCY
     written = [HEAD.name, LABEL.name] + ([PHRASE.name] if reconvert else [])
 
-    rng = np.random.default_rng(args.seed)
     try:
         out = make_temp_dir(args.destdir)
     except OSError as error:
@@ -222,6 +271,7 @@ def run(args) -> Dict[str, int]:
             if os.path.isfile(path):
                 shutil.copy2(path, os.path.join(out, name))
         for split in splits:
+            rng = np.random.default_rng(args.seed)  # a split's noise does not depend on the others chosen
             prefix = {s: stream_prefix(args.data_bin, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name, POS.name)}
             prefix["text"] = os.path.join(args.data_bin, f"{split}.{src}-{tgt}.{src}")
             data = {s: _load(pre) for s, pre in prefix.items()}
@@ -231,20 +281,28 @@ def run(args) -> Dict[str, int]:
                 if len(d) != n:
                     raise InputError(prefix[s_name] + ".bin", None, f"holds {len(d)} sentences, the source text {n}: "
                                      "damaged, or from another run")
+            recorded = (meta.get("splits", {}).get(split) or {}).get("sentences")
+            if isinstance(recorded, int) and recorded != n:
+                raise InputError(meta_path, None, f"records {recorded} sentences for split {split!r}, its files hold "
+                                 f"{n}: the metadata of another data-bin; {REMEDY}")
+            forms = _original_forms(stream_prefix(args.data_bin, split, src, tgt, src, "conllu"), n)
             trees: List[WordTree] = []
             counts[split] = 0
             for i in range(len(data[HEAD.name])):
                 heads = data[HEAD.name][i].numpy()
                 label_ids = data[LABEL.name][i].numpy()
-                problem = _tree_problem(heads, label_ids, len(text[i]) - 1, subword)
+                pos_ids = data[POS.name][i].numpy()
+                problem = _tree_problem(heads, label_ids, pos_ids, len(text[i]) - 1, subword, len(labels),
+                                        len(pos_dict), forbidden)
                 if problem:
-                    raise InputError(prefix[HEAD.name] + ".bin", None, f"sentence {i}: {problem}: damaged, or from "
-                                     "another run")
+                    raise InputError(prefix[problem[0]] + ".bin", None, f"sentence {i}: {problem[1]}: damaged, or "
+                                     "from another run")
                 new_heads, new_labels, c = perturb_pieces(heads, label_ids, subword, args.p, pool, rng)
                 counts[split] += c
-                pieces = [src_dict[t] for t in text[i].tolist()[:-1]]
+                pieces = forms[i] if forms is not None and len(forms[i]) == len(heads) else \
+                    [src_dict[t] for t in text[i].tolist()[:-1]]
                 tree = WordTree(words=pieces, heads=new_heads, labels=[labels[x] for x in new_labels],
-                                pos=[pos_dict[x] for x in data[POS.name][i].tolist()])
+                                pos=[pos_dict[x] for x in pos_ids.tolist()])
                 if reconvert:
                     tree.phrase = phrase_of_pieces(new_heads, new_labels != subword)
                 trees.append(tree)
@@ -255,6 +313,8 @@ def run(args) -> Dict[str, int]:
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
         meta = dict(meta)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
+                  "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],
+                  "rng": "per split, seeded with seed; roots keep head and label",
                   "source": os.path.abspath(args.data_bin), "words_perturbed": counts}
         if "perturbation" in meta:  # a perturbed data-bin perturbed again: keep the earlier round
             record["previous"] = meta["perturbation"]

@@ -1,9 +1,12 @@
 """fairseq-syntax-perturb: word-level parse noise that keeps a tree, projected back onto the pieces."""
 
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from fairseq_syntax_core import trees
 from fairseq_syntax_preprocess import perturb as pt
@@ -30,10 +33,10 @@ def test_p_0_changes_nothing_and_p_1_changes_every_word_and_keeps_a_tree():
     assert count == 0 and same_h.tolist() == heads.tolist() and same_l.tolist() == labels.tolist()
     for seed in range(20):
         h, lab, count = pt.perturb_pieces(heads, labels, SUB, 1.0, POOL, np.random.default_rng(seed))
-        assert count == 3
-        assert is_tree(h) and h[3] == 0  # the root stays the root
+        assert count == 2  # the two non-root words; the root keeps its head and label
+        assert is_tree(h) and h[3] == 0 and lab[3] == labels[3]  # the root stays the root, labelled as before
         assert h[2] == 2 and lab[2] == SUB  # the arc inside "doggy" is untouched
-        assert all(lab[i] != labels[i] for i in (0, 1, 3)) and set(lab[[0, 1, 3]]) <= set(POOL)
+        assert all(lab[i] != labels[i] for i in (0, 1)) and set(lab[[0, 1]]) <= set(POOL)
         assert h[1] != 2  # a first piece never hangs from a later piece of its own word
 
 
@@ -60,8 +63,10 @@ def test_rate_is_about_p():
 def small_bin(tmp_path):
     src = ["the big dog runs fast .", "birds sing"]
     test = ["the dog runs .", "birds sing loudly"]
-    conll = lambda words, heads: "".join(f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_\n"
-                                          for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
+    # labels root, dep and obj: a non-root word always has another label to get
+    conll = lambda words, heads: "".join(
+        f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else ('dep', 'obj')[i % 2]}\t_\t_\n"
+        for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
     return parsed_bin(tmp_path, {
         "train": (src, ["der große Hund rennt schnell .", "Vögel singen"],
                   conll(src[0].split(), [3, 3, 4, 0, 4, 4]) + conll(src[1].split(), [2, 0])),
@@ -73,10 +78,12 @@ def small_bin(tmp_path):
 def test_perturbed_copy_is_recorded_loads_and_leaves_train_alone(small_bin, tmp_path):
     dest = tmp_path / "noisy"
     counts = pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(dest), "--p", "1", "--seed", "3"]))
-    assert counts == {"test": 7}
+    assert counts == {"test": 5}  # every non-root word of the 2 test sentences
     meta = json.loads((dest / "syntax.json").read_text(encoding="utf-8"))
     assert meta["perturbation"] == {"p": 1.0, "seed": 3, "splits": ["test"], "source": str(small_bin),
-                                    "words_perturbed": {"test": 7}, "phrase_structure_reconverted": True}
+                                    "words_perturbed": {"test": 5}, "phrase_structure_reconverted": True,
+                                    "sides": ["en"], "unchanged_sides": [],
+                                    "rng": "per split, seeded with seed; roots keep head and label"}
     assert (dest / "train.en-de.en.head.bin").read_bytes() == (small_bin / "train.en-de.en.head.bin").read_bytes()
     assert (dest / "test.en-de.en.deplabel.bin").read_bytes() != (small_bin / "test.en-de.en.deplabel.bin").read_bytes()
     task = syntax_task(dest)
@@ -117,7 +124,7 @@ def test_a_damaged_stream_is_named(small_bin, tmp_path):
     shutil.copytree(small_bin, broken)
     head = broken / "test.en-de.en.head.bin"
     head.write_bytes(head.read_bytes()[:-4])
-    with pytest.raises(pt.InputError, match=r"test.en-de.en.head.bin: cannot be read"):
+    with pytest.raises(pt.InputError, match=r"test.en-de.en.head.bin: truncated"):
         pt.run(pt.get_parser().parse_args([str(broken), "--destdir", str(tmp_path / "out"), "--p", "0.1"]))
     assert not (tmp_path / "out").exists()
 
@@ -144,3 +151,62 @@ def test_imported_brackets_are_kept_when_the_dependency_parse_is_perturbed(tmp_p
     assert json.loads((dest / "syntax.json").read_text())["perturbation"]["phrase_structure_reconverted"] is False
     assert (dest / "test.en-de.en.phrase.bin").read_bytes() == (source / "test.en-de.en.phrase.bin").read_bytes()
     assert (dest / "test.en-de.en.head.bin").read_bytes() != (source / "test.en-de.en.head.bin").read_bytes()
+
+
+# ------------------------------------------------------------------ hostile inputs (session 27)
+def _damage(small_bin, tmp_path, stream, change):
+    from fairseq.data import data_utils
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    broken = tmp_path / "broken"
+    shutil.copytree(small_bin, broken)
+    prefix = str(broken / f"test.en-de.en.{stream}")
+    rows = [t.clone() for t in data_utils.load_indexed_dataset(prefix, None, "mmap")]
+    rows[1] = change(rows[1])
+    builder = MMapIndexedDatasetBuilder(prefix + ".bin.new", dtype=np.int16)
+    for r in rows:
+        builder.add_item(r)
+    builder.finalize(prefix + ".idx.new")
+    os.replace(prefix + ".bin.new", prefix + ".bin")
+    os.replace(prefix + ".idx.new", prefix + ".idx")
+    return broken
+
+
+@pytest.mark.parametrize("stream,change,message", [
+    ("pos", lambda r: r[:-1], r"\d+ values for \d+ pieces"),
+    ("deplabel", lambda r: torch.full_like(r, 200), "piece 1 has label id 200"),
+    ("deplabel", lambda r: torch.full_like(r, 1), "piece 1 has label id 1"),  # <pad>
+])
+def test_damaged_pos_and_impossible_ids_are_named(small_bin, tmp_path, stream, change, message):
+    broken = _damage(small_bin, tmp_path, stream, change)
+    with pytest.raises(pt.InputError, match=f"{stream}.bin: sentence 1: {message}"):
+        pt.run(pt.get_parser().parse_args([str(broken), "--destdir", str(tmp_path / "out"), "--p", "0.5"]))
+    assert not (tmp_path / "out").exists()
+
+
+def test_metadata_of_another_data_bin_is_refused(small_bin, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(small_bin, broken)
+    meta = json.loads((broken / "syntax.json").read_text(encoding="utf-8"))
+    meta["splits"]["test"]["sentences"] = 1000
+    (broken / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(pt.InputError, match="records 1000 sentences for split 'test', its files hold 2"):
+        pt.run(pt.get_parser().parse_args([str(broken), "--destdir", str(tmp_path / "out"), "--p", "0.5"]))
+
+
+def test_a_splits_noise_does_not_depend_on_the_other_splits_chosen(small_bin, tmp_path):
+    for name, splits in (("a", "test,train"), ("b", "train,test")):
+        pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / name), "--p", "0.5",
+                                           "--splits", splits]))
+    for f in ("test.en-de.en.head.bin", "test.en-de.en.deplabel.bin", "train.en-de.en.head.bin"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_p_0_keeps_the_conllu_pieces_and_a_negative_seed_is_refused(small_bin, tmp_path):
+    pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "p0"), "--p", "0"]))
+    forms = lambda path: [line.split("\t")[1] for line in path.read_text(encoding="utf-8").splitlines()
+                          if line and not line.startswith("#")]
+    assert forms(tmp_path / "p0" / "test.en-de.en.conllu") == forms(small_bin / "test.en-de.en.conllu")
+    with pytest.raises(pt.UsageError, match="--seed -1: expected a non-negative integer"):
+        pt.run(pt.get_parser().parse_args([str(small_bin), "--destdir", str(tmp_path / "neg"), "--p", "0.5",
+                                           "--seed", "-1"]))

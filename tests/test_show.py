@@ -88,3 +88,31 @@ def test_refuses_to_write_inside_the_data_bin(show_bin, capsys):
     assert (show_bin / "syntax.json").read_bytes() == before
     assert cli_main([str(show_bin), "--split", "nope", "--out", "x.html"]) == 1
     assert "--split nope: the data-bin" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ hostile inputs (session 27)
+def test_control_characters_are_drawn_as_replacement_characters_in_valid_svg():
+    svg = render([displacy_parse(["x\x01y", "w\x08z", "\ud800"], [2, 0, 2], ["a\x02", "ROOT", "dep"],
+                                 ["X\x1f", "Y", "Z"])], page=False)
+    ET.fromstring(svg)  # well-formed XML
+    assert "x\ufffdy" in svg and "\x01" not in svg and "\x08" not in svg
+
+
+def test_bad_arguments_are_refused_before_any_work(show_bin, tmp_path, capsys):
+    out = str(tmp_path / "t.html")
+    for bad in (["--text", "a b", "--sentences", "1"], ["--format", "svg", "--out", ""], ["--syntax-parser", "x"],
+                ["--sentences", ",".join(str(i) for i in range(1001))]):
+        argv = [str(show_bin), *bad] + ([] if "--out" in bad else ["--out", out])
+        with pytest.raises(SystemExit):
+            cli_main(argv)
+    assert cli_main([str(show_bin), "--text", "a \udcff man", "--out", out]) == 1
+    assert "--text: is not UTF-8 (byte b'\\xff'" in capsys.readouterr().err
+    assert not (tmp_path / "t.html").exists()
+
+
+def test_svg_files_are_written_all_or_none(show_bin, tmp_path):
+    out = tmp_path / "svgs"
+    out.mkdir()
+    (out / "train.1.svg").mkdir()  # the second file cannot be written
+    assert cli_main([str(show_bin), "--split", "train", "--sentences", "0,1", "--format", "svg", "--out", str(out)]) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["train.1.svg"]

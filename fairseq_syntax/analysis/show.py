@@ -11,7 +11,8 @@ the pieces the model reads, with their POS, and every arc with its label, includ
 root), unless ``--no-eos``.
 
 displaCy escapes words but not arc labels or tags, and our reserved labels look like markup
-(``<subword>``, ``</s>``): labels and tags are escaped here, so the output is valid SVG/HTML.
+(``<subword>``, ``</s>``): labels and tags are escaped here, and characters XML forbids (C0
+controls, lone surrogates) are drawn as U+FFFD, so the output is valid SVG/HTML.
 ``--format html`` writes one page with every sentence; ``--format svg`` one SVG file per
 sentence into the ``--out`` folder (``SPLIT.N.svg`` or ``text.N.svg``).
 """
@@ -19,17 +20,27 @@ sentence into the ``--out`` folder (``SPLIT.N.svg`` or ``text.N.svg``).
 import argparse
 import html
 import os
+import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
-from fairseq_syntax_preprocess.fileio import atomic_write, check_output_path
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path
 
-from .commands import run_command
+from .commands import quiet_logging, run_command, text_writer
 
 PROG = "fairseq-syntax-show"
 EOS = "</s>"
+#: the most sentences one call draws (each is an SVG of its own)
+MAX_SENTENCES = 1000
+#: characters XML 1.0 forbids (and U+FFFE/U+FFFF), drawn as U+FFFD
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    """``text`` with every character XML cannot hold replaced by U+FFFD (not yet escaped)."""
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def displacy_parse(pieces: Sequence[str], heads: Sequence[int], labels: Sequence[str], tags: Sequence[str],
@@ -41,7 +52,7 @@ def displacy_parse(pieces: Sequence[str], heads: Sequence[int], labels: Sequence
     """
     if not (len(pieces) == len(heads) == len(labels) == len(tags)):
         raise ValueError(f"{len(pieces)} pieces, {len(heads)} heads, {len(labels)} labels, {len(tags)} tags")
-    words = [{"text": p, "tag": html.escape(t)} for p, t in zip(pieces, tags)]
+    words = [{"text": xml_safe(p), "tag": html.escape(xml_safe(t))} for p, t in zip(pieces, tags)]
     arcs = []
     for i, (h, lab) in enumerate(zip(heads, labels)):
         h = int(h)
@@ -49,11 +60,12 @@ def displacy_parse(pieces: Sequence[str], heads: Sequence[int], labels: Sequence
             continue  # a root
         head = h - 1
         start, end = min(i, head), max(i, head)
-        arcs.append({"start": start, "end": end, "label": html.escape(lab), "dir": "left" if i < head else "right"})
+        arcs.append({"start": start, "end": end, "label": html.escape(xml_safe(lab)),
+                     "dir": "left" if i < head else "right"})
     parse = {"words": words, "arcs": arcs}
     if title:
         parse["settings"] = {}
-        parse["title"] = html.escape(title)
+        parse["title"] = html.escape(xml_safe(title))
     return parse
 
 
@@ -65,11 +77,11 @@ def render(parses: List[Dict], page: bool) -> str:
                            options={"compact": False, "distance": 110})
 
 
-def _setup(data_bin: str):
+def _setup(data_bin: str, parser: Optional[str] = None):
     from fairseq_syntax.tasks.syntax_translation import SyntaxTranslationConfig, SyntaxTranslationTask
 
     cfg = SyntaxTranslationConfig(_name="syntax_translation", data=data_bin, dataset_impl="mmap",
-                                  required_seq_len_multiple=1)
+                                  required_seq_len_multiple=1, syntax_parser=parser)
     return SyntaxTranslationTask.setup_task(cfg)
 
 
@@ -137,6 +149,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("html", "svg"), default="html")
     p.add_argument("--out", required=True, help="the HTML file, or the folder for the SVG files")
     p.add_argument("--no-eos", action="store_true", help="leave out the </s> the dataset appends")
+    p.add_argument("--syntax-parser", default=None, metavar="NAME",
+                   help="with --text: the spaCy pipeline that parses it (default: the one syntax.json records; "
+                        "needed for a data-bin made from an external parse), as fairseq-interactive's option")
     return p
 
 
@@ -147,21 +162,38 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)
+    quiet_logging()
+    if args.text and (args.sentences != "0" or args.split != "test"):
+        parser.error("--text draws the given text: --sentences and --split choose sentences of a split instead")
     try:
         indices = [int(x) for x in args.sentences.split(",") if x.strip()] if not args.text else []
     except ValueError:
         parser.error(f"--sentences {args.sentences!r}: expected 0-based indices such as 0,5,7")
+    indices = list(dict.fromkeys(indices))  # each sentence once
     if not args.text and not indices:
         parser.error("--sentences names no sentence: give 0-based indices such as 0,5,7")
+    if len(indices) + len(args.text) > MAX_SENTENCES:
+        parser.error(f"at most {MAX_SENTENCES} sentences a call (got {len(indices) + len(args.text)})")
     if any(not t.strip() for t in args.text):
         parser.error("--text is empty: give the source sentence to parse")
+    for t in args.text:
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as error:
+            bad = t[error.start].encode("utf-8", "surrogateescape")
+            raise InputError("--text", None, f"is not UTF-8 (byte {bad!r} at character {error.start + 1}): "
+                             "give the text in UTF-8") from None
+    if not args.out or not args.out.strip():
+        parser.error("--out is empty: name the HTML file, or the folder for the SVG files")
     if is_inside(args.out, args.data_bin):
         raise InputError(args.out, None, f"is inside the data-bin {args.data_bin} it draws from: write elsewhere")
     if args.format == "html":
         check_output_path(args.out, [], "--out")
     elif os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InputError(args.out, None, "is not a folder: --format svg writes one file per sentence into --out")
-    task = _setup(args.data_bin)
+    if args.syntax_parser and not args.text:
+        parser.error("--syntax-parser parses --text: the sentences of a split are drawn from their stored parse")
+    task = _setup(args.data_bin, args.syntax_parser)
     trees = text_trees(task, args.text, not args.no_eos) if args.text else \
         split_trees(task, args.split, indices, not args.no_eos)
     # titles are HTML headings above each SVG: for the page only
@@ -169,14 +201,24 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     parses = [displacy_parse(pieces, heads, labels, tags, title=name if titled else "")
               for name, pieces, heads, labels, tags in trees]
     if args.format == "html":
-        atomic_write(args.out, [render(parses, page=True)])
+        atomic_write_all([(args.out, text_writer(render(parses, page=True)))])
         print(f"wrote {args.out} ({len(parses)} sentence{'s' if len(parses) != 1 else ''})", file=sys.stderr)
         return 0
+    paths = [os.path.join(args.out, f"{name}.svg") for name, *_ in trees]
+    made = not os.path.isdir(args.out)
     os.makedirs(args.out, exist_ok=True)
-    for (name, *_), parse in zip(trees, parses):
-        path = os.path.join(args.out, f"{name}.svg")
-        check_output_path(path, [], "--out")
-        atomic_write(path, [render([parse], page=False)])
+    try:
+        for path in paths:  # every file checked before any is written: all of them or none
+            check_output_path(path, [], "--out")
+        atomic_write_all([(path, text_writer(render([parse], page=False))) for path, parse in zip(paths, parses)])
+    except BaseException:
+        if made:
+            try:
+                os.rmdir(args.out)  # the folder this call made, still empty
+            except OSError:
+                pass
+        raise
+    for path in paths:
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -15,6 +15,7 @@ import os
 import re
 from typing import Dict, List
 
+from fairseq_syntax_core import indexed_files
 from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
@@ -57,31 +58,7 @@ def check_dictionary(path: str, what: str) -> None:
 
 def check_indexed_dataset(prefix: str) -> None:
     """``PREFIX.idx`` is a readable fairseq mmap index and ``PREFIX.bin`` holds exactly its items."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    idx, bin_path = prefix + ".idx", prefix + ".bin"
-    for path in (idx, bin_path):
-        if not os.path.isfile(path):
-            raise DataBinError(path, None, f"missing (its {'.bin' if path == idx else '.idx'} is there); {REMAKE}")
-    with open(idx, "rb") as handle:
-        magic = handle.read(len(MMapIndexedDataset.Index._HDR_MAGIC))
-    if magic != MMapIndexedDataset.Index._HDR_MAGIC:
-        raise DataBinError(idx, None, f"is not a fairseq mmap index (wrong header); {REMAKE}")
-    try:
-        index = MMapIndexedDataset.Index(idx)
-        sizes, pointers, itemsize = index.sizes, index._pointers, index.dtype().itemsize
-    except Exception as error:  # truncated or damaged: numpy/struct errors without the file name
-        raise DataBinError(idx, None, f"is damaged or truncated ({type(error).__name__}: {error}); {REMAKE}") from None
-    expected = int(pointers[-1]) + int(sizes[-1]) * itemsize if len(sizes) else 0
-    actual = os.path.getsize(bin_path)
-    if actual != expected:
-        how = "truncated" if actual < expected else "longer than its index says"
-        raise DataBinError(
-            bin_path, None,
-            f"{how}: it holds {actual} bytes, {os.path.basename(idx)} describes {expected} "
-            f"({len(sizes)} sentences); it was damaged or belongs to another run; {REMAKE}",
-        )
-    del index
+    indexed_files.check_indexed_dataset(prefix, REMAKE)
 
 
 def split_prefixes(data_path: str, split: str, src: str, tgt: str) -> List[str]:
