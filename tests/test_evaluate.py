@@ -239,6 +239,10 @@ def test_a_generate_log_of_another_test_set_is_refused_by_its_targets(tmp_path):
         [f"T-{i}\t{r.replace('man', 'm@@ an').replace('Two', '<<unk>>')}\nH-{i}\t-1\t{r}" for i, r in enumerate(REFS)])
         + "\n")
     assert read_translations(own, "en", references=REFS) == [r.replace(" .", ".") for r in REFS]
+    # a word-level vocabulary: an <unk> on every line still matches its reference
+    unk = write(tmp_path / "unk.txt", "\n".join(
+        [f"T-{i}\t{r.replace(r.split()[1], '<<unk>>')}\nH-{i}\t-1\t{r}" for i, r in enumerate(REFS)]) + "\n")
+    assert len(read_translations(unk, "en", references=REFS)) == len(REFS)
 
 
 def test_outputs_never_replace_the_data_bins_files_or_each_other(bucket_bin, tmp_path, capsys):
