@@ -106,7 +106,7 @@ def _on_signal(signum, frame) -> None:
     except (OSError, ValueError):
         pass
     try:
-        sys.stderr.write(f"\n{prog}: interrupted ({name}); temporary files removed, no output was written\n")
+        sys.stderr.write(f"\n{prog}: interrupted ({name}); temporary files removed; no output was left half-written\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -24,8 +24,9 @@ noise models a worse dependency parser (``syntax.json`` records which). Only the
 parse is perturbed: a target-side parse (paper 002's target side) is copied unchanged, and
 ``syntax.json`` says so (``sides``). Text, dictionaries, POS and every split not chosen are
 copied unchanged; the ``.conllu`` of a perturbed split keeps the pieces' text of the original.
-Each split draws from its own generator seeded with ``--seed``, so a split's noise does not
-depend on which other splits are chosen. ``syntax.json`` records ``perturbation`` (p, seed,
+Each split draws from its own generator, seeded with ``--seed`` and the split's name, so a
+split's noise does not depend on which other splits are chosen (``syntax.json`` records the
+scheme, :data:`SCHEME`). ``syntax.json`` records ``perturbation`` (p, seed,
 splits, the source data-bin, words perturbed per split). The copy
 is written beside ``--destdir`` and renamed into place when complete, as
 ``fairseq-syntax-preprocess`` does. Training on noisy parses is possible (``--splits
@@ -38,6 +39,7 @@ import logging
 import os
 import shutil
 import sys
+import zlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -60,6 +62,8 @@ RESERVED_LABELS = (SUBWORD_LABEL, "</s>")
 #: labels that only a root carries (spaCy's and Universal Dependencies' spelling)
 ROOT_LABELS = ("ROOT", "root")
 REMEDY = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
+#: how the noise is drawn, recorded in syntax.json: a recipe re-perturbs a copy made another way
+SCHEME = "2: a generator per split seeded with (seed, crc32 of its name); roots keep head and label"
 
 
 def word_tree_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -271,7 +275,8 @@ def run(args) -> Dict[str, int]:
             if os.path.isfile(path):
                 shutil.copy2(path, os.path.join(out, name))
         for split in splits:
-            rng = np.random.default_rng(args.seed)  # a split's noise does not depend on the others chosen
+            # a split's noise depends on the seed and its own name, not on the other splits chosen
+            rng = np.random.default_rng([args.seed, zlib.crc32(split.encode("utf-8"))])
             prefix = {s: stream_prefix(args.data_bin, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name, POS.name)}
             prefix["text"] = os.path.join(args.data_bin, f"{split}.{src}-{tgt}.{src}")
             data = {s: _load(pre) for s, pre in prefix.items()}
@@ -314,7 +319,7 @@ def run(args) -> Dict[str, int]:
         meta = dict(meta)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],
-                  "rng": "per split, seeded with seed; roots keep head and label",
+                  "rng": SCHEME,
                   "source": os.path.abspath(args.data_bin), "words_perturbed": counts}
         if "perturbation" in meta:  # a perturbed data-bin perturbed again: keep the earlier round
             record["previous"] = meta["perturbation"]

@@ -273,9 +273,20 @@ def test_bad_bucket_edges_and_orphan_flags_are_refused_before_any_work(tmp_path)
 def test_bootstrap_memory_is_bounded_by_samples_times_sentences(tmp_path, capsys, monkeypatch):
     from fairseq_syntax.analysis import evaluate as ev
 
-    f = files(tmp_path, ref=REFS, base=WORSE)
+    f = files(tmp_path, ref=REFS, base=WORSE, same=REFS)
     # 8 sentences allow every legal sample count: shrink the bound to 100 samples to test it
     monkeypatch.setattr(ev, "MAX_BOOTSTRAP_BYTES", ev.BOOTSTRAP_BYTES * len(REFS) * 100)
     with pytest.raises(SystemExit):
-        cli_main(["-r", f["ref"], "-b", f["base"], "--quiet", "--bootstrap-samples", "101"])
+        cli_main(["-r", f["ref"], "-b", f["base"], "-s", f["same"], "--quiet", "--bootstrap-samples", "101"])
     assert "at most 100 here" in capsys.readouterr().err
+    # a baseline alone runs no bootstrap: no bound
+    assert cli_main(["-r", f["ref"], "-b", f["base"], "--quiet", "--bootstrap-samples", "101"]) == 0
+
+
+def test_an_in_process_call_keeps_the_callers_signal_handlers(tmp_path):
+    import signal
+
+    f = files(tmp_path, ref=REFS, base=WORSE)
+    before = signal.getsignal(signal.SIGINT)
+    assert cli_main(["-r", f["ref"], "-b", f["base"], "--quiet"]) == 0
+    assert signal.getsignal(signal.SIGINT) is before

@@ -83,7 +83,7 @@ def test_perturbed_copy_is_recorded_loads_and_leaves_train_alone(small_bin, tmp_
     assert meta["perturbation"] == {"p": 1.0, "seed": 3, "splits": ["test"], "source": str(small_bin),
                                     "words_perturbed": {"test": 5}, "phrase_structure_reconverted": True,
                                     "sides": ["en"], "unchanged_sides": [],
-                                    "rng": "per split, seeded with seed; roots keep head and label"}
+                                    "rng": pt.SCHEME}
     assert (dest / "train.en-de.en.head.bin").read_bytes() == (small_bin / "train.en-de.en.head.bin").read_bytes()
     assert (dest / "test.en-de.en.deplabel.bin").read_bytes() != (small_bin / "test.en-de.en.deplabel.bin").read_bytes()
     task = syntax_task(dest)

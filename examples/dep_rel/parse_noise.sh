@@ -26,7 +26,16 @@ for p in $PS; do
   bin="$OUT/data-bin"
   if [ "$p" != 0 ]; then
     bin="$OUT/noise/data-bin.p$p"
-    [ -f "$bin/syntax.json" ] || fairseq-syntax-perturb "$OUT/data-bin" --destdir "$bin" --p "$p" --seed "$NOISE_SEED" --splits test
+    # a copy made before (same p and seed) is reused, unless an older fairseq-syntax-perturb drew its noise another way
+    if ! python - "$bin/syntax.json" "$p" "$NOISE_SEED" 2>/dev/null <<'EOF'
+import json, sys
+from fairseq_syntax_preprocess.perturb import SCHEME
+record = json.load(open(sys.argv[1], encoding="utf-8"))["perturbation"]
+sys.exit(0 if (record.get("rng"), record["p"], record["seed"]) == (SCHEME, float(sys.argv[2]), int(sys.argv[3])) else 1)
+EOF
+    then
+      fairseq-syntax-perturb "$OUT/data-bin" --destdir "$bin" --p "$p" --seed "$NOISE_SEED" --splits test --overwrite
+    fi
   fi
   for run in $RUNS; do
     gen="$OUT/noise/generate.$run.p$p.txt"

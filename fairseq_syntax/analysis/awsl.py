@@ -124,7 +124,12 @@ def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
     atomic_write_all([(path, tsv_writer(rows))])
 
 
-def plot_awsl(rows: Sequence[Dict[str, float]], title: str = ""):
+def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> None:
+    """Figure 3 of paper 001 written to ``path`` (PNG)."""
+    atomic_write_all([(path, figure_writer(awsl_figure(rows, title)))])
+
+
+def awsl_figure(rows: Sequence[Dict[str, float]], title: str = ""):
     """The figure of paper 001's Figure 3: syntax share (red) and content share (blue) over the syntax layers."""
     import matplotlib
 
@@ -156,21 +161,22 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     logging.getLogger().setLevel(logging.INFO)
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    if not os.path.basename(args.out):
+        raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
+    for suffix in (".tsv", ".png"):
+        check_outside(args.out + suffix, args.data, "--out", "the data-bin")  # before any folder is made
     out_dir = os.path.dirname(args.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
     for suffix in (".tsv", ".png"):
-        if not os.path.basename(args.out):
-            raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
         check_output_path(args.out + suffix, [args.path], "--out")
-        check_outside(args.out + suffix, args.data, "--out", "the data-bin")
     model, _task, dataset = load(args.data, args.path, args.split, args.cpu)
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
     except ValueError as err:
         print(f"fairseq-syntax-awsl: error: {args.path}: {err}", file=sys.stderr)
         return 2
-    figure = plot_awsl(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
+    figure = awsl_figure(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
     atomic_write_all([(args.out + ".tsv", tsv_writer(rows)), (args.out + ".png", figure_writer(figure))])
     for r in rows:
         print(f"layer {r['layer']}\tAWSL {r['awsl_syntax']:.4f}\tcontent {r['awsl_content']:.4f}")

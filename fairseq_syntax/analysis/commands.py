@@ -1,7 +1,9 @@
 """What every analysis command shares: one-line errors, Ctrl-C and SIGTERM, quiet logging, atomic outputs."""
 
 import logging
+import signal
 import sys
+import threading
 from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
@@ -16,9 +18,14 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
 
     Ctrl-C, SIGTERM and SIGHUP remove the temporary files of outputs not yet in place and exit
     with 128 + the signal (:func:`~fairseq_syntax_preprocess.interrupts.handle_termination`);
-    commands write their outputs together (``atomic_write_all``), so none is half-replaced.
+    commands write their outputs together (``atomic_write_all``), so none is half-replaced. The
+    handlers are installed in the main thread only, and the caller's are put back on return
+    (an in-process caller such as pytest or a notebook keeps its own Ctrl-C).
     """
-    handle_termination()
+    held = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.getsignal(s) for s in held} if threading.current_thread() is threading.main_thread() else {}
+    if previous:
+        handle_termination()
     try:
         return main(argv)
     except UserError as error:
@@ -27,6 +34,9 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; outputs are written whole or not at all", file=sys.stderr)
         return 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def quiet_logging() -> None:

@@ -232,7 +232,12 @@ def _table(head: List[str], rows: List[List[str]]) -> List[str]:
     return [fmt.format(*head), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
 
 
-def plot_buckets(report: Dict):
+def plot_buckets(report: Dict, path: str) -> None:
+    """The BLEU difference to the baseline per bucket (paper 001 Fig. 2), written to ``path`` (PNG)."""
+    atomic_write_all([(path, figure_writer(bucket_figure(report)))])
+
+
+def bucket_figure(report: Dict):
     """The figure of the BLEU difference to the baseline per source-length and per tree-depth bucket (paper 001 Fig. 2)."""
     import matplotlib
 
@@ -309,7 +314,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if not references:
         raise InputError(args.reference, None, "the reference file is empty: expected one reference per line")
     need = BOOTSTRAP_BYTES * args.bootstrap_samples * len(references)
-    if need > MAX_BOOTSTRAP_BYTES:
+    if args.system and need > MAX_BOOTSTRAP_BYTES:  # the paired bootstrap runs only against a system
         most = max(1, MAX_BOOTSTRAP_BYTES // (BOOTSTRAP_BYTES * len(references)))
         parser.error(f"--bootstrap-samples {args.bootstrap_samples} on {len(references)} sentences would take about "
                      f"{need / 2**30:.1f} GiB: at most {most} here (sacreBLEU's default: 1000)")
@@ -340,7 +345,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             report["hypotheses"] = {name: hyps for name, _p, hyps in systems}
         outputs.append((args.json, text_writer(json.dumps(report, indent=1) + "\n")))
     if args.plot:
-        outputs.append((args.plot, figure_writer(plot_buckets(report))))
+        outputs.append((args.plot, figure_writer(bucket_figure(report))))
     atomic_write_all(outputs)  # together: an interrupt leaves both old files or both new ones
     for path in (args.json, args.plot):
         if path:

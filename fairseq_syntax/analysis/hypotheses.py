@@ -14,6 +14,7 @@ the references on most sentences: the log of another test set.
 import html
 import logging
 import re
+import unicodedata
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
@@ -47,15 +48,18 @@ def is_generate_output(lines: List[str]) -> bool:
 _UNK = re.compile(r"<<unk>>|<unk>")
 
 
-def _comparable(text: str) -> str:
-    """A target or reference with BPE joints, escaping and every kind of space removed."""
-    text = re.sub(r" ?@([-/,.:])@ ?", r"\1", remove_bpe(text))  # Moses' aggressive dash splits
-    return re.sub(r"\s+|\u2581", "", html.unescape(text))
+def _comparable(text: str, target: bool = False) -> str:
+    """A reference, or a ``T-`` line (``target``: BPE joints and Moses' escapes undone), NFKC-normalized
+    with every kind of space removed."""
+    if target:
+        text = re.sub(r" ?@([-/,.:])@ ?", r"\1", remove_bpe(text))  # Moses' aggressive dash splits
+        text = html.unescape(text)
+    return re.sub(r"\s+|\u2581", "", unicodedata.normalize("NFKC", text))
 
 
 def _same_sentence(target: str, reference: str) -> bool:
     """A ``T-`` line is its reference, an ``<unk>`` of a word-level vocabulary standing for any text."""
-    pieces, ref = _UNK.split(_comparable(target)), _comparable(reference)
+    pieces, ref = [_comparable(p, target=True) for p in _UNK.split(target)], _comparable(reference)
     if len(pieces) == 1:
         return pieces[0] == ref
     # a glob with "*" only: the first piece a prefix, the last a suffix, the others found leftmost

@@ -363,7 +363,12 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     return {m: sorted(v) for m, v in points.items()}
 
 
-def plot_noise(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
+def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: str = "") -> None:
+    """BLEU against the parse-noise probability p, one line per model, written to ``path`` (PNG)."""
+    atomic_write_all([(path, figure_writer(noise_figure(points, title)))])
+
+
+def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
     """The figure of BLEU against the parse-noise probability p, one line per model."""
     import matplotlib
 
@@ -396,8 +401,8 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
     rec.add_argument("--patience", type=int, default=None,
                      help="fairseq-train's --patience (validation every epoch): a run that stopped before the cap "
-                          "with this many epochs after its best one is labelled early-stopped; without it, or "
-                          "with fewer, 'stopped before the cap' (an interrupted run?)")
+                          "with this many epochs after its best one is labelled early-stopped; without it, with "
+                          "fewer, or <= 0 (fairseq: early stopping off), 'stopped before the cap' (interrupted?)")
     rec.add_argument("--eval", action="append", default=[], metavar="TEST=EVAL_JSON", required=True,
                      help="fairseq-syntax-evaluate --statistics output of one test set (repeatable)")
     rec.add_argument("--wall-seconds", type=float, default=0.0)
@@ -429,8 +434,6 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "record":
         if args.max_update < 1:
             parser.error("--max-update must be the positive update cap the runs shared")
-        if args.patience is not None and args.patience < 1:
-            parser.error("--patience must be positive (fairseq-train's --patience of the run)")
         if not math.isfinite(args.wall_seconds) or args.wall_seconds < 0:
             parser.error("--wall-seconds must be a non-negative number of seconds")
         evaluations = {}
@@ -459,7 +462,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             check_output_path(args.json, inputs, "--json")
         check_distinct_outputs([("--plot", args.plot), ("--json", args.json)])
         points = noise_points(args.point)
-        outputs = [(args.plot, figure_writer(plot_noise(points, args.title)))]
+        outputs = [(args.plot, figure_writer(noise_figure(points, args.title)))]
         if args.json:
             outputs.append((args.json, text_writer(json.dumps(points, indent=1) + "\n")))
         atomic_write_all(outputs)
