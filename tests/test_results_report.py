@@ -105,6 +105,9 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
     results = tmp_path / "results"
     result = json.loads((results / "transformer_rel.seed1.json").read_text(encoding="utf-8"))
     assert result["model"] == "transformer_rel" and result["seed"] == 1 and result["updates"] <= 6
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # the commit training started from, taken by the recipe (--commit)
+        assert result["commit"].split("+")[0] == head.stdout.strip()
     test = result["tests"]["test_2016_flickr"]
     n_test = len((data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines())
     assert len(test["statistics"]["BLEU"]) == test["sentences"] == len(test["hypotheses"]) == n_test

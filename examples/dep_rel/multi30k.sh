@@ -104,6 +104,9 @@ for arch in $ARCHS; do
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
   started=$(date +%s)
+  # the commit that trains the run (the checkout may change before the result is recorded)
+  commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $ARCH_MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
@@ -127,7 +130,7 @@ for arch in $ARCHS; do
   command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
     --flags "$ARCH_MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
-    --save-dir "$ckpt" --max-update "$MAX_UPDATE" --patience "$PATIENCE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --repo "$REPO"
+    --save-dir "$ckpt" --max-update "$MAX_UPDATE" --patience "$PATIENCE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --commit "$commit"
 done
 done
 

@@ -408,6 +408,9 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--wall-seconds", type=float, default=0.0)
     rec.add_argument("--device", default="cpu")
     rec.add_argument("--repo", default=".", help="the checkout whose commit trained the run (default: the current folder)")
+    rec.add_argument("--commit", default=None,
+                     help="the commit that trained the run, taken when training started (default: --repo's commit "
+                          "now, which differs when the checkout changed during training)")
     tab = sub.add_parser("table", help="the Markdown table of every result under the folders")
     tab.add_argument("folders", nargs="+")
     tab.add_argument("--baseline", default="transformer")
@@ -447,7 +450,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
         result = build_result(args.model, args.arch or args.model, args.seed, args.flags, args.max_update,
-                              checkpoint_facts(args.save_dir), evaluations, git_commit(args.repo), args.device,
+                              checkpoint_facts(args.save_dir), evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
         if result["stopped"] == "stopped before the cap":
             print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
