@@ -11,10 +11,13 @@ import os
 
 from .errors import DataBinError
 
-__all__ = ["check_indexed_dataset"]
+__all__ = ["REBUILD", "check_indexed_dataset"]
+
+#: what to do about a damaged data-bin (the end of every message about one)
+REBUILD = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
 
 
-def check_indexed_dataset(prefix: str, remedy: str) -> None:
+def check_indexed_dataset(prefix: str, remedy: str = REBUILD) -> None:
     """``PREFIX.idx`` is a readable fairseq mmap index and ``PREFIX.bin`` holds exactly its items.
 
     ``remedy`` ends every message (what the user should do, e.g. rebuild the data-bin).

@@ -27,7 +27,7 @@ from fairseq_syntax_core.databin import (
     dictionary_path,
 )
 from fairseq_syntax_core.errors import UsageError
-from .fileio import dir_mode
+from .fileio import dir_mode, is_inside  # noqa: F401 (is_inside: part of this module's interface)
 from .interrupts import remove_stale, temp_tag
 
 TMP_MARK = ".tmp-"
@@ -91,12 +91,6 @@ def check_replaceable(destdir: str) -> None:
             f"--overwrite refused: {destdir} holds files the pipeline did not write ({shown}); "
             "nothing was deleted. Move them out, or choose another --destdir"
         )
-
-
-def is_inside(path: str, folder: str) -> bool:
-    """``path`` is ``folder`` or lies below it (symbolic links resolved)."""
-    path, folder = os.path.realpath(path), os.path.realpath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:

@@ -198,15 +198,20 @@ def check_output_path(path: str, inputs: Iterable[str] = (), flag: str = "--outp
             raise InputError(path, None, f"{flag} is the input file {source}: choose another name")
 
 
-def atomic_write(path: str, chunks: Iterable[str]) -> None:
-    """Write text to ``path`` through a temporary file renamed into place when complete."""
+def text_writer(chunks: Iterable[str]) -> Callable[[str], None]:
+    """A writer of UTF-8 text, chunk by chunk (for :func:`atomic_write_with` and :func:`atomic_write_all`)."""
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as handle:
             for chunk in chunks:
                 handle.write(chunk)
 
-    atomic_write_with(path, write)
+    return write
+
+
+def atomic_write(path: str, chunks: Iterable[str]) -> None:
+    """Write text to ``path`` through a temporary file renamed into place when complete."""
+    atomic_write_with(path, text_writer(chunks))
 
 
 def atomic_write_with(path: str, write: Callable[[str], None]) -> None:
@@ -255,11 +260,15 @@ def check_distinct_outputs(outputs: Sequence["tuple[str, Optional[str]]"]) -> No
         seen[real] = flag
 
 
+def is_inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it (symbolic links resolved)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def check_outside(path: str, folder: str, flag: str, what: str) -> None:
     """Refuse an output inside ``folder`` (a data-bin, a checkpoint folder): files there are the user's inputs."""
-    real = os.path.realpath(path)
-    inside = os.path.realpath(folder)
-    if os.path.commonpath([real, inside]) == inside:
+    if is_inside(path, folder):
         raise InputError(path, None, f"{flag} is inside {what} {folder}, whose files this command reads: "
                          "write it elsewhere")
 

@@ -49,7 +49,7 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError, UserError
-from fairseq_syntax_core.indexed_files import check_indexed_dataset
+from fairseq_syntax_core.indexed_files import REBUILD, check_indexed_dataset
 
 from .conllu import format_conllu
 from .destdir import check_destdir, files_of, is_inside, make_temp_dir, move_into_place, our_metadata
@@ -61,7 +61,7 @@ logger = logging.getLogger(__name__)
 RESERVED_LABELS = (SUBWORD_LABEL, "</s>")
 #: labels that only a root carries (spaCy's and Universal Dependencies' spelling)
 ROOT_LABELS = ("ROOT", "root")
-REMEDY = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
+REMEDY = REBUILD
 #: how the noise is drawn, recorded in syntax.json: a recipe re-perturbs a copy made another way
 SCHEME = "2: a generator per split seeded with (seed, crc32 of its name); roots keep head and label"
 

@@ -7,7 +7,7 @@ import threading
 from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
-from fairseq_syntax_preprocess.fileio import atomic_write_with
+from fairseq_syntax_preprocess.fileio import atomic_write_with, text_writer
 from fairseq_syntax_preprocess.interrupts import handle_termination
 
 __all__ = ["run_command", "quiet_logging", "save_figure", "figure_writer", "text_writer"]
@@ -55,16 +55,6 @@ def figure_writer(fig) -> Callable[[str], None]:
             fig.savefig(tmp, dpi=120, format="png")
         finally:
             plt.close(fig)
-
-    return write
-
-
-def text_writer(text: str) -> Callable[[str], None]:
-    """A writer of UTF-8 text (for ``atomic_write_all``)."""
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
 
     return write
 

@@ -343,7 +343,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if args.statistics:
             report["statistics"] = stats
             report["hypotheses"] = {name: hyps for name, _p, hyps in systems}
-        outputs.append((args.json, text_writer(json.dumps(report, indent=1) + "\n")))
+        outputs.append((args.json, text_writer([json.dumps(report, indent=1) + "\n"])))
     if args.plot:
         outputs.append((args.plot, figure_writer(bucket_figure(report))))
     atomic_write_all(outputs)  # together: an interrupt leaves both old files or both new ones

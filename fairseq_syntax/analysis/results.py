@@ -455,7 +455,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if result["stopped"] == "stopped before the cap":
             print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
                   "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)
-        atomic_write_all([(args.out, text_writer(json.dumps(result, indent=1) + "\n"))])
+        atomic_write_all([(args.out, text_writer([json.dumps(result, indent=1) + "\n"]))])
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.command == "noise":
@@ -467,7 +467,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         points = noise_points(args.point)
         outputs = [(args.plot, figure_writer(noise_figure(points, args.title)))]
         if args.json:
-            outputs.append((args.json, text_writer(json.dumps(points, indent=1) + "\n")))
+            outputs.append((args.json, text_writer([json.dumps(points, indent=1) + "\n"])))
         atomic_write_all(outputs)
         for model, pts in sorted(points.items()):
             print(f"{model}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
@@ -498,7 +498,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     text = make_table(results, args.baseline, compares, args.alpha)
     print(text)
     if args.markdown:
-        atomic_write_all([(args.markdown, text_writer(text))])
+        atomic_write_all([(args.markdown, text_writer([text]))])
     return 0
 
 

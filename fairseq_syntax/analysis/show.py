@@ -201,7 +201,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     parses = [displacy_parse(pieces, heads, labels, tags, title=name if titled else "")
               for name, pieces, heads, labels, tags in trees]
     if args.format == "html":
-        atomic_write_all([(args.out, text_writer(render(parses, page=True)))])
+        atomic_write_all([(args.out, text_writer([render(parses, page=True)]))])
         print(f"wrote {args.out} ({len(parses)} sentence{'s' if len(parses) != 1 else ''})", file=sys.stderr)
         return 0
     paths = [os.path.join(args.out, f"{name}.svg") for name, *_ in trees]
@@ -210,7 +210,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         for path in paths:  # every file checked before any is written: all of them or none
             check_output_path(path, [], "--out")
-        atomic_write_all([(path, text_writer(render([parse], page=False))) for path, parse in zip(paths, parses)])
+        atomic_write_all([(path, text_writer([render([parse], page=False)])) for path, parse in zip(paths, parses)])
     except BaseException:
         if made:
             try:

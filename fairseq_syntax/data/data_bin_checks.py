@@ -20,7 +20,7 @@ from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
 
-REMAKE = "re-run fairseq-syntax-preprocess to rebuild the data-bin"
+REMAKE = indexed_files.REBUILD
 
 
 def read_metadata(path: str) -> Dict:
