@@ -1,7 +1,10 @@
 """fairseq-syntax-report: results that accumulate, and the table with mean, spread and paired tests per seed."""
 
+import glob
 import json
 import os
+import re
+import shlex
 import subprocess
 
 import pytest
@@ -275,3 +278,36 @@ def test_model_names_cannot_break_the_markdown_table(tmp_path):
     table = rs.make_table(rs.load_results([str(_folder(tmp_path, results))]), "transformer", [])
     row = next(line for line in table.splitlines() if line.startswith("| `a"))
     assert row.startswith("| `a\\|b'c` |") and row.count(" | ") == 5
+
+
+COMMITTED_TABLES = sorted(glob.glob(os.path.join(REPO, "examples", "*", "results", "*", "README.md")))
+REBUILT_BY = re.compile(r"\nRebuilt from \d+ result files? by (`+) ?(.+?) ?\1\.\n\Z", re.S)
+
+
+@pytest.mark.parametrize("markdown", COMMITTED_TABLES, ids=lambda p: os.path.relpath(os.path.dirname(p), REPO))
+def test_committed_tables_are_what_the_committed_results_give(markdown, tmp_path, monkeypatch, capsys):
+    """Every results table in the README comes from the committed JSON: rebuilt by the command it names, it is
+    the same, byte for byte (a result added, edited or removed without rebuilding the table fails here)."""
+    committed = open(markdown, encoding="utf-8").read()
+    found = REBUILT_BY.search(committed)
+    assert found, f"{markdown} does not end with the command that rebuilds it"
+    argv = shlex.split(found.group(2))
+    assert argv[:2] == ["fairseq-syntax-report", "table"]
+    monkeypatch.chdir(REPO)  # the command names the results folder relative to the checkout
+    out = tmp_path / "table.md"
+    assert rs.cli_main(argv[1:] + ["--markdown", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == committed
+
+
+def test_the_table_names_the_command_that_rebuilds_it(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS)])
+    assert rs.cli_main(["table", str(folder), "--compare", "transformer_rel:transformer", "--alpha", "0.01"]) == 0
+    text = capsys.readouterr().out
+    command = shlex.join(["fairseq-syntax-report", "table", str(folder), "--baseline", "transformer",
+                          "--compare", "transformer_rel:transformer", "--alpha", "0.01"])
+    assert f"\nRebuilt from 2 result files by `{command}`.\n" in text
+
+
+def test_a_command_with_backticks_stays_one_code_span():
+    assert rs._code("table a`b") == "``table a`b``"
+    assert rs._code("`x") == "`` `x ``"

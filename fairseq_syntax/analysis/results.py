@@ -19,6 +19,8 @@ import argparse
 import json
 import math
 import os
+import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -278,6 +280,14 @@ def _md(name: str) -> str:
     return "`" + name.replace("`", "'").replace("|", "\\|") + "`"
 
 
+def _code(text: str) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds (CommonMark: a longer fence)."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _verdict(rows: List[Dict], alpha: float) -> str:
     if not rows:
         return "-"
@@ -294,8 +304,10 @@ def _verdict(rows: List[Dict], alpha: float) -> str:
     return f"{'; '.join(parts)}: {diffs}"
 
 
-def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05) -> str:
-    """The Markdown table(s), one per test set."""
+def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05,
+               command: Optional[str] = None) -> str:
+    """The Markdown table(s), one per test set; ``command`` (the ``table`` command line that made it) closes it,
+    so anyone can rebuild the table from the committed results and compare."""
     tests = sorted({t for r in results for t in r["tests"]})
     out = []
     for test in tests:
@@ -327,6 +339,8 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
     out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
                f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
                "of the other model; a zero difference counts as p = 1.")
+    if command:
+        out.append(f"\nRebuilt from {len(results)} result file{'s' if len(results) != 1 else ''} by {_code(command)}.")
     return "\n".join(out) + "\n"
 
 
@@ -388,6 +402,16 @@ def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
 
 
 # --------------------------------------------------------------------------------- CLI
+def table_command(args: argparse.Namespace) -> str:
+    """The ``table`` command line that rebuilds a table (``--markdown`` left out: it names the output)."""
+    argv = [PROG, "table", *args.folders, "--baseline", args.baseline]
+    for spec in args.compare:
+        argv += ["--compare", spec]
+    if args.alpha != 0.05:
+        argv += ["--alpha", f"{args.alpha:g}"]
+    return shlex.join(argv)
+
+
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -495,7 +519,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if name not in models:
             print(f"{PROG}: warning: {flag} {name}: no result of that model yet (models: {sorted(models)})",
                   file=sys.stderr)
-    text = make_table(results, args.baseline, compares, args.alpha)
+    text = make_table(results, args.baseline, compares, args.alpha, table_command(args))
     print(text)
     if args.markdown:
         atomic_write_all([(args.markdown, text_writer([text]))])
