@@ -157,6 +157,37 @@ def test_en_fr_recipe_trains_target_side_nsd_against_the_transformer(tmp_path):
     assert "fr" in metadata["parsed_langs"]  # the target was parsed
 
 
+
+@pytest.mark.slow
+def test_parse_noise_recipe_plots_bleu_against_p(tmp_path):
+    """examples/dep_rel/parse_noise.sh on the recipe's checkpoints: the test set decoded under perturbed
+    parses, one point per (model, p); the model that reads no parse is the flat control."""
+    tool("fairseq-syntax-perturb")
+    _, _, env = _run_recipe(
+        tmp_path, ("dep_rel", "multi30k.sh"), ARCHS="transformer transformer_dep_rel",
+        MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+              "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+              "--decoder-attention-heads 2 --share-all-embeddings")
+    env = dict(env, RUNS="transformer.seed1 transformer_dep_rel.seed1", PS="0 0.4", NAME="noise_small")
+    cmd = ["bash", os.path.join(REPO, "examples", "dep_rel", "parse_noise.sh"), str(tmp_path / "run")]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    results = tmp_path / "results"
+    points = json.loads((results / "noise_small.json").read_text(encoding="utf-8"))
+    assert sorted(points) == ["transformer", "transformer_dep_rel"]
+    assert [p for p, _ in points["transformer_dep_rel"]] == [0.0, 0.4]
+    assert points["transformer"][0][1] == points["transformer"][1][1]  # reads no parse: flat
+    assert (results / "noise_small.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (results / "parse_noise.png").exists()  # NAME keeps another plot in the folder
+    noisy = tmp_path / "run" / "noise" / "data-bin.p0.4"
+    record = json.loads((noisy / "syntax.json").read_text(encoding="utf-8"))["perturbation"]
+    assert record["p"] == 0.4 and record["splits"] == ["test"]
+    # a second call reuses the perturbed copy of the same p, seed and scheme
+    stamp = (noisy / "syntax.json").stat().st_mtime_ns
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (noisy / "syntax.json").stat().st_mtime_ns == stamp
+
 def test_noise_plot_from_evaluations(tmp_path, capsys):
     paths = []
     for model, p, bleu in (("transformer_rel", 0.0, 30.0), ("transformer_rel", 0.2, 30.0),
