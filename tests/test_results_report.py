@@ -72,6 +72,12 @@ def test_a_damaged_result_is_named(tmp_path):
         rs.load_results([str(tmp_path)])
 
 
+#: the recipes' Transformer flags for the end-to-end tests: a model that trains in seconds
+TINY_TRANSFORMER = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+                    "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+                    "--decoder-attention-heads 2 --share-all-embeddings")
+
+
 def _sample_multi30k(tmp_path, target="de"):
     data = tmp_path / "m30k"
     data.mkdir()
@@ -102,9 +108,7 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
     tool("fairseq-syntax-report")
     data, cmd, env = _run_recipe(
         tmp_path, ("dep_rel", "multi30k.sh"), ARCHS="transformer transformer_rel",
-        MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-              "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-              "--decoder-attention-heads 2 --share-all-embeddings")
+        MODEL=TINY_TRANSFORMER)
     results = tmp_path / "results"
     result = json.loads((results / "transformer_rel.seed1.json").read_text(encoding="utf-8"))
     assert result["model"] == "transformer_rel" and result["seed"] == 1 and result["updates"] <= 6
@@ -145,9 +149,7 @@ def test_en_fr_recipe_trains_target_side_nsd_against_the_transformer(tmp_path):
     french_model()
     data, _, _ = _run_recipe(tmp_path, ("nsd", "multi30k_en_fr.sh"), target="fr", ARCHS="transformer transformer_nsd_both",
                 COMPARE="transformer_nsd_both:transformer",
-                MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-                      "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-                      "--decoder-attention-heads 2 --share-all-embeddings")
+                MODEL=TINY_TRANSFORMER)
     results = tmp_path / "results"
     assert {p.name for p in results.glob("*.json")} == {"transformer.seed1.json", "transformer_nsd_both.seed1.json"}
     both = json.loads((results / "transformer_nsd_both.seed1.json").read_text(encoding="utf-8"))
@@ -165,9 +167,7 @@ def test_parse_noise_recipe_plots_bleu_against_p(tmp_path):
     tool("fairseq-syntax-perturb")
     _, _, env = _run_recipe(
         tmp_path, ("dep_rel", "multi30k.sh"), ARCHS="transformer transformer_dep_rel",
-        MODEL="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-              "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-              "--decoder-attention-heads 2 --share-all-embeddings")
+        MODEL=TINY_TRANSFORMER)
     env = dict(env, RUNS="transformer.seed1 transformer_dep_rel.seed1", PS="0 0.4", NAME="noise_small")
     cmd = ["bash", os.path.join(REPO, "examples", "dep_rel", "parse_noise.sh"), str(tmp_path / "run")]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
