@@ -304,12 +304,13 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path):
     SIGTERM to the submitter while shard 0 writes: its job (controller and task) stops and removes its
     temporary folder, shard 1 is never submitted, nothing is written."""
     root, raw, _ = made
-    # the train set 20 times over: shard 0 still writes when the signal comes (120 lines can be done
-    # between seeing its temporary folder and sending the signal)
+    # the train set 200 times over (24,000 lines for shard 0): it still writes when the signal comes, even on
+    # a loaded machine (20 times raced in a CI run beside two trainings: shard 0 was done first); only the
+    # lines parsed before the signal cost time
     big = tmp_path / "raw"
     big.mkdir()
     for lang in (SRC, TGT):
-        (big / f"train.{lang}").write_text((raw / f"train.{lang}").read_text(encoding="utf-8") * 20,
+        (big / f"train.{lang}").write_text((raw / f"train.{lang}").read_text(encoding="utf-8") * 200,
                                            encoding="utf-8")
     env = dict(os.environ, PYTHONPATH="")
     process = subprocess.Popen(_cluster_argv(big, tmp_path / "bin", root / "dicts", "--parallelism", "1"),
