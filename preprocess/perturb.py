@@ -9,8 +9,9 @@ streams (a word is its first piece; later pieces hang from it or from each other
 ``<subword>`` label), and each word is perturbed with probability ``p``, in a random order:
 
 * a non-root word is reattached to a head drawn uniformly from the words of its own tree that
-  are not the word itself or one of its descendants (so the result is still a tree, with the
-  same root);
+  are not the word itself, one of its descendants or its present head (so the result is still a
+  tree, with the same root, and the head changes; only where no other word qualifies, as in a
+  sentence of two words, does the head stay);
 * its label is replaced by another label of the data-bin's label dictionary, drawn uniformly
   (special symbols, ``<subword>``, ``</s>`` and the root label excluded). A root keeps its head
   and its label (a parser labels its root ``ROOT``/``root`` whatever else it gets wrong), so it
@@ -63,7 +64,8 @@ RESERVED_LABELS = (SUBWORD_LABEL, "</s>")
 ROOT_LABELS = ("ROOT", "root")
 REMEDY = REBUILD
 #: how the noise is drawn, recorded in syntax.json: a recipe re-perturbs a copy made another way
-SCHEME = "2: a generator per split seeded with (seed, crc32 of its name); roots keep head and label"
+SCHEME = ("3: a generator per split seeded with (seed, crc32 of its name); roots keep head and label; "
+          "a perturbed word gets another head where its tree has one")
 
 
 def word_tree_of_pieces(heads: np.ndarray, is_first: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -114,7 +116,9 @@ def perturb_words(word_head: np.ndarray, word_label: np.ndarray, p: float, label
         root = _root_and_ancestors(heads, w)[-1]
         candidates = [c for c in range(n) if c != w and _root_and_ancestors(heads, c)[-1] == root
                       and w not in _root_and_ancestors(heads, c)]
-        heads[w] = candidates[rng.integers(len(candidates))] + 1  # never empty: w's own head qualifies
+        # another head where there is one (a perturbed word's head changes); never empty: w's head qualifies
+        moved = [c for c in candidates if c != heads[w] - 1] or candidates
+        heads[w] = moved[rng.integers(len(moved))] + 1
     return heads, labs, count
 
 
@@ -178,6 +182,15 @@ def _tree_problem(heads: np.ndarray, labels: np.ndarray, pos: np.ndarray, n_piec
         validate_heads(heads)
     except ValueError as error:
         return HEAD.name, f"not a tree ({error})"
+    # a piece that continues a word hangs inside its word (either projection rule), so the words form a
+    # tree of their own and the word-level noise keeps the pieces a tree
+    word_of_piece = np.cumsum(labels != subword) - 1
+    inner = np.flatnonzero(labels == subword)
+    outside = (heads[inner] == 0) | (word_of_piece[np.maximum(heads[inner] - 1, 0)] != word_of_piece[inner])
+    if outside.any():
+        k = int(inner[np.flatnonzero(outside)[0]])
+        where = "is a root" if heads[k] == 0 else f"hangs from piece {int(heads[k])}, in another word"
+        return HEAD.name, f"piece {k + 1} continues a word (<subword>) but {where}"
     return None
 
 

@@ -177,6 +177,16 @@ def test_bleu_by_depth_and_length_tables_json_and_plot(bucket_bin, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_empty_bucket_has_no_score_not_zero(bucket_bin, tmp_path):
+    refs = ["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"]
+    f = files(tmp_path, ref=refs, base=refs, sys=refs)
+    report = evaluate_json(tmp_path, "-r", f["ref"], "-b", f"base={f['base']}", "-s", f"sys={f['sys']}",
+                           "--data-bin", str(bucket_bin), "--split", "train", "--length-buckets", "2,50")
+    length = report["buckets"]["length"]
+    assert length["sentences"][-1] == 0  # no sentence of 50 words or more
+    assert length["BLEU"]["base"][-1] is None and length["BLEU"]["sys"][-1] is None
+    assert length["BLEU"]["sys"][1] == pytest.approx(100.0)
+
 def test_two_generate_runs_in_one_file_are_refused(tmp_path):
     run = "S-0\tx\nH-0\t-1\tEin Mann .\nS-1\ty\nH-1\t-1\tZwei .\n"
     gen = write(tmp_path / "gen.txt", run + run)

@@ -51,6 +51,43 @@ def test_reattachment_never_makes_a_cycle_and_stays_in_its_own_sentence():
         assert set(h[[0, 2]]) <= {1, 2, 3} and h[3] in (5,)
 
 
+def test_a_perturbed_word_gets_another_head_where_its_tree_has_one():
+    # random trees of 12 words at p = 1: a word keeps its head only when, at its turn, every other word but
+    # its head already hangs below it (about 4%; 15% when the present head could be drawn again)
+    rng = np.random.default_rng(0)
+    kept = total = 0
+    for _ in range(300):
+        order = rng.permutation(12)
+        heads = np.zeros(12, dtype=np.int64)
+        for k in range(1, 12):
+            heads[order[k]] = order[rng.integers(k)] + 1
+        h, _, _ = pt.perturb_pieces(heads, np.full(12, 4), SUB, 1.0, POOL, rng)
+        assert is_tree(h)
+        kept += int(((h == heads) & (heads != 0)).sum())
+        total += 11
+    assert kept / total < 0.06
+    # "a b c": the first word to move always has another head (the other leaf)
+    for seed in range(20):
+        h, _, _ = pt.perturb_pieces(np.array([0, 1, 1]), np.array([6, 4, 5]), SUB, 1.0, POOL,
+                                    np.random.default_rng(seed))
+        assert h.tolist() in ([0, 3, 1], [0, 1, 2])
+    # two words: the dependent's only possible head is the one it has; its label still changes
+    h, lab, count = pt.perturb_pieces(np.array([2, 0]), np.array([4, 6]), SUB, 1.0, POOL, np.random.default_rng(0))
+    assert h.tolist() == [2, 0] and lab[0] != 4 and count == 1
+
+
+@pytest.mark.parametrize("heads, labels, expected", [
+    # the helper's example: a <subword> piece as the root makes the words a cycle (1 -> 2 -> 1)
+    ([3, 0, 2], [4, SUB, 5], "piece 2 continues a word (<subword>) but is a root"),
+    # "doggy" = pieces 2-3; piece 3 hangs from piece 4, a word of its own
+    ([2, 0, 4, 2], [4, 5, SUB, 6], "piece 3 continues a word (<subword>) but hangs from piece 4, in another word"),
+])
+def test_a_piece_tree_whose_words_are_not_a_tree_is_refused(heads, labels, expected):
+    heads, labels = np.array(heads), np.array(labels)
+    problem = pt._tree_problem(heads, labels, np.full(len(heads), 4), len(heads), SUB, 10, 10, [0, 1, 2])
+    assert problem == ("head", expected)
+
+
 def test_rate_is_about_p():
     rng = np.random.default_rng(1)
     heads = np.array([0] + [1] * 199)

@@ -66,6 +66,14 @@ def test_table_has_mean_std_over_seeds_and_per_seed_paired_tests(tmp_path):
            "+0.00 (p=1.000)" in table
 
 
+def test_epochs_are_counted_as_fairseq_logs_them():
+    # saved at the end of epoch 6, fairseq's iterator state already names epoch 7 with no iterations in it
+    assert rs.epoch_of({"epoch": 7, "iterations_in_epoch": 0}) == 6
+    assert rs.epoch_of({"epoch": 16, "iterations_in_epoch": 80}) == 16  # saved in the middle of epoch 16
+    assert rs.epoch_of({"epoch": 1, "iterations_in_epoch": 0}) == 1
+    assert rs.epoch_of({}) == 0
+
+
 def test_a_damaged_result_is_named(tmp_path):
     (tmp_path / "x.json").write_text('{"format": ', encoding="utf-8")
     with pytest.raises(rs.InputError, match="x.json: is not a readable JSON result"):
@@ -260,6 +268,13 @@ def test_seeds_without_a_baseline_run_are_said_untested(tmp_path):
     lambda r: r["tests"]["test_2016_flickr"]["scores"].update(BLEU="37.5"),
     lambda r: r["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0].pop(),
     lambda r: r["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0].__setitem__(0, "x"),
+    # rows of another width than the metric's (BLEU 10 numbers, chrF2 18), or negative counts
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"].update(BLEU=[row[:3] for row in r["tests"]["test_2016_flickr"]["statistics"]["BLEU"]]),
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"].update(chrF2=[row[:5] for row in r["tests"]["test_2016_flickr"]["statistics"]["chrF2"]]),
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"].update(BLEU=[row + [0.0, 0.0] for row in r["tests"]["test_2016_flickr"]["statistics"]["BLEU"]]),
+    lambda r: r["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0].__setitem__(2, -1.0),
+    # a score that its own statistics do not give
+    lambda r: r["tests"]["test_2016_flickr"]["scores"].update(BLEU=r["tests"]["test_2016_flickr"]["scores"]["BLEU"] + 5),
 ])
 def test_a_damaged_result_is_one_error_not_a_traceback(tmp_path, damage, capsys):
     r = fake_result("transformer", 1, REFS)

@@ -231,3 +231,18 @@ def test_provenance_differences_name_both_values_and_skip_unknowns():
     assert provenance.differences(trained, now) == ["parser_version: trained with 3.8.0, now 3.7.1"]
     assert provenance.decode(provenance.encode(trained)) == trained
     assert provenance.decode(None) is None and provenance.decode("not json") is None
+
+
+def test_provenance_tells_bpe_codes_from_no_bpe(tmp_path):
+    """A model trained on BPE pieces and a data-bin of whole words segment differently: that is a difference,
+    where a codes file that is not there is only unknown."""
+    from fairseq_syntax.data import provenance
+
+    (tmp_path / "bpe.codes").write_text("#version: 0.2\na b\n", encoding="utf-8")
+    with_bpe = provenance.of_data_bin(str(tmp_path), {"bpe": {"name": "subword_nmt", "codes": "bpe.codes"}})
+    whole_words = provenance.of_data_bin(str(tmp_path), {"bpe": {"name": "none"}})
+    missing = provenance.of_data_bin(str(tmp_path), {"bpe": {"name": "subword_nmt", "codes": "gone.codes"}})
+    assert whole_words["bpe_codes_sha256"] == provenance.NO_BPE and missing["bpe_codes_sha256"] is None
+    assert provenance.differences(with_bpe, whole_words) == [
+        f"bpe_codes_sha256: trained with {with_bpe['bpe_codes_sha256']}, now none"]
+    assert provenance.differences(with_bpe, missing) == []

@@ -159,7 +159,9 @@ def evaluate(
             scores = {}
             for name, _p, _h in systems:
                 rows = np.asarray(stats[name]["BLEU"])
-                scores[name] = [corpus_score(metrics["BLEU"], rows[which == b]) for b in range(len(names))]
+                # an empty bucket has no score (null in the JSON, "n/a" in the table, a gap in the plot)
+                scores[name] = [corpus_score(metrics["BLEU"], rows[which == b]) if (which == b).any() else None
+                                for b in range(len(names))]
             report["buckets"][key] = {
                 "title": title, "edges": edges, "names": names,
                 "sentences": [int((which == b).sum()) for b in range(len(names))], "BLEU": scores,

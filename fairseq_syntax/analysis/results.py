@@ -30,7 +30,7 @@ from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
-from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, paired_bootstrap
+from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, corpus_score, make_metric, paired_bootstrap, statistics_width
 
 PROG = "fairseq-syntax-report"
 FORMAT = "fairseq-syntax-result/1"
@@ -58,10 +58,19 @@ def checkpoint_facts(save_dir: str) -> Dict:
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
-        facts[f"{which}_epoch"] = int((extra.get("train_iterator") or {}).get("epoch", 0))
+        facts[f"{which}_epoch"] = epoch_of(extra.get("train_iterator") or {})
         if which == "best":
             facts["best_valid_loss"] = extra.get("best", extra.get("val_loss"))
     return facts
+
+
+def epoch_of(iterator_state: Dict) -> int:
+    """The epoch a checkpoint was saved in, from fairseq's iterator state: saved at an epoch's end, the
+    state already names the next epoch with no iterations in it (``EpochBatchIterator.state_dict``)."""
+    epoch = int(iterator_state.get("epoch", 0))
+    if epoch > 1 and iterator_state.get("iterations_in_epoch", 0) == 0:
+        return epoch - 1
+    return epoch
 
 
 def git_commit(repo: str) -> str:
@@ -148,10 +157,11 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _statistics_rows(rows) -> bool:
-    """Per-sentence sufficient statistics: lists of finite numbers, all of one length."""
+def _statistics_rows(rows, metric: str) -> bool:
+    """Per-sentence sufficient statistics of ``metric``: rows of its width of finite, non-negative numbers."""
+    width = statistics_width(metric)
     return isinstance(rows, list) and all(
-        isinstance(r, list) and r and len(r) == len(rows[0]) and all(_number(v) for v in r) for r in rows)
+        isinstance(r, list) and len(r) == width and all(_number(v) and v >= 0 for v in r) for r in rows)
 
 
 def _check_result(data: Dict, path: str) -> None:
@@ -178,8 +188,14 @@ def _check_result(data: Dict, path: str) -> None:
         if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
             raise damaged(f"test set {name!r} needs the sacreBLEU signature of each score")
         if not isinstance(stats, dict) or not all(
-                _statistics_rows(stats.get(m)) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
-            raise damaged(f"test set {name!r} needs per-sentence statistics (one row of numbers per sentence)")
+                _statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
+            raise damaged(f"test set {name!r} needs per-sentence statistics (one row per sentence of "
+                          f"{' and '.join(f'{statistics_width(m)} non-negative numbers for {m}' for m in METRIC_KEYS)})")
+        for m in METRIC_KEYS:
+            recomputed = corpus_score(make_metric(m), stats[m])
+            if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
+                raise damaged(f"test set {name!r}: {m} is {scores[m]:g}, its per-sentence statistics give "
+                              f"{recomputed:g} (edited?)")
 
 
 def load_results(folders: Sequence[str]) -> List[Dict]:

@@ -13,6 +13,7 @@ both counts, so a system identical to its baseline gets ``p = 1 / (n + 1)``, whi
 says so in its result).
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -26,6 +27,7 @@ __all__ = [
     "make_metric",
     "sentence_statistics",
     "corpus_score",
+    "statistics_width",
     "signature",
     "PairedResult",
     "paired_bootstrap",
@@ -52,6 +54,12 @@ def sentence_statistics(metric: Metric, hypotheses: Sequence[str], references: S
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     return [list(map(float, row)) for row in metric._extract_corpus_statistics(list(hypotheses), [list(references)])]
+
+
+@functools.lru_cache(maxsize=None)
+def statistics_width(name: str) -> int:
+    """How many numbers sacreBLEU's sufficient statistics of metric ``name`` hold per sentence."""
+    return len(sentence_statistics(make_metric(name), ["a"], ["a"])[0])
 
 
 def corpus_score(metric: Metric, stats: Sequence[Sequence[float]]) -> float:

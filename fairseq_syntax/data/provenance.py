@@ -20,6 +20,8 @@ __all__ = ["ARG", "of_data_bin", "differences", "encode", "decode"]
 
 #: the name under which a checkpoint's model args hold the provenance (a JSON string)
 ARG = "syntax_provenance"
+#: ``bpe_codes_sha256`` of a data-bin of whole words (no BPE)
+NO_BPE = "none"
 FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
 
 
@@ -37,7 +39,9 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
     """The provenance fields of a data-bin, from its ``syntax.json`` and BPE codes file."""
     parser = metadata.get("parser") or {}
     bpe = metadata.get("bpe") or {}
-    codes = None
+    # no BPE is a segmentation of its own ("none", compared like a hash); a codes file that is not
+    # there is unknown (None, not compared)
+    codes = NO_BPE
     if bpe.get("name", "none") != "none":
         codes = _sha256(os.path.join(data_path, bpe.get("codes", "bpe.codes")))
     # a spaCy pipeline has a name; an external parse records only its format ({"parser": "conllu"})
