@@ -86,7 +86,12 @@ def preprocess_shard(argv: List[str]) -> Dict[str, object]:
 
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
                         stream=sys.stderr)
-    handle_termination()  # SIGTERM (scancel) and SIGINT (a cancelled local job): clean up, exit
+    # SIGTERM (scancel) and SIGINT (a cancelled local job) are how a job is cancelled: handled even where
+    # the job was started with them ignored
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+    handle_termination()  # clean up, exit
     try:
         return run(preprocess_parser().parse_args(argv))
     except UserError as error:
@@ -168,11 +173,22 @@ class Submission:
         self.cancel(signum, frame)
 
     def submit(self, call):
-        """``call()`` (a submission) with signals held until its jobs are known; returns its result."""
+        """``call()`` (a submission) with signals held until its jobs are known; returns its result.
+
+        A command started in the background (``cmd &`` in a script) ignores SIGINT, and an ignored
+        signal stays ignored in every program it starts: the local executor's job controller would
+        then ignore the SIGINT that cancels it, and a cancelled job would run to its end. During the
+        submission SIGINT is caught (held like the others) instead, so the controller starts with
+        SIGINT at its default; this command keeps ignoring it before and after."""
         self.submitting = True
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        if ignored:
+            signal.signal(signal.SIGINT, lambda signum, frame: None)  # the user's choice: still no effect here
         try:
             return call()
         finally:
+            if ignored:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.submitting = False
 
     def cancel_if_signalled(self) -> None:
