@@ -86,12 +86,11 @@ def preprocess_shard(argv: List[str]) -> Dict[str, object]:
 
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
                         stream=sys.stderr)
-    # SIGTERM (scancel) and SIGINT (a cancelled local job) are how a job is cancelled: handled even where
-    # the job was started with them ignored
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is signal.SIG_IGN:
-            signal.signal(signum, signal.SIG_DFL)
-    handle_termination()  # clean up, exit
+    # SIGTERM (scancel, or this command's cancel of a local job) and SIGINT (submitit's cancel of a local
+    # job; ignored when the command was started in the background, as the user chose) clean up and exit
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    handle_termination()
     try:
         return run(preprocess_parser().parse_args(argv))
     except UserError as error:
@@ -153,6 +152,23 @@ def _executor(args, folder: str, workers: int):
     return executor
 
 
+def _terminate_local(job) -> None:
+    """SIGTERM to a running local job's controller, which passes it on to the job.
+
+    submitit cancels a local job with SIGINT to its controller. A command started in the background
+    (``cmd &`` in a script) ignores SIGINT, and so does every program it starts: the controller would
+    ignore its cancel and the job run to its end. SIGTERM is never ignored that way (the controller
+    forwards it to its task, which cleans up and exits); it is sent again until the job is done, since
+    a controller that has not started its task yet has no one to forward it to. The jobs keep ignoring
+    SIGINT as the command does, so a Ctrl-C meant for the script does not stop them."""
+    process = getattr(job, "_process", None)  # submitit's LocalJob; SLURM jobs have none (scancel)
+    if process is not None and process.poll() is None:
+        try:
+            process.send_signal(signal.SIGTERM)
+        except OSError:  # ended meanwhile
+            pass
+
+
 class Submission:
     """The jobs of one run: submitted at most ``parallelism`` at a time (local), cancelled on a signal."""
 
@@ -173,22 +189,11 @@ class Submission:
         self.cancel(signum, frame)
 
     def submit(self, call):
-        """``call()`` (a submission) with signals held until its jobs are known; returns its result.
-
-        A command started in the background (``cmd &`` in a script) ignores SIGINT, and an ignored
-        signal stays ignored in every program it starts: the local executor's job controller would
-        then ignore the SIGINT that cancels it, and a cancelled job would run to its end. During the
-        submission SIGINT is caught (held like the others) instead, so the controller starts with
-        SIGINT at its default; this command keeps ignoring it before and after."""
+        """``call()`` (a submission) with signals held until its jobs are known; returns its result."""
         self.submitting = True
-        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        if ignored:
-            signal.signal(signal.SIGINT, lambda signum, frame: None)  # the user's choice: still no effect here
         try:
             return call()
         finally:
-            if ignored:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.submitting = False
 
     def cancel_if_signalled(self) -> None:
@@ -206,7 +211,9 @@ class Submission:
                 pass
         deadline = time.time() + 5
         while time.time() < deadline and any(not job.done() for _, job in running):
-            time.sleep(0.1)
+            for _, job in running:
+                _terminate_local(job)
+            time.sleep(0.2)
         name = signal.Signals(signum).name
         print(f"{PROG}: interrupted ({name}); cancelled the jobs of shards "
               f"{', '.join(str(k) for k, _ in running) or 'none'}", file=sys.stderr, flush=True)

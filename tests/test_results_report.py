@@ -72,6 +72,7 @@ def test_epochs_are_counted_as_fairseq_logs_them():
     assert rs.epoch_of({"epoch": 16, "iterations_in_epoch": 80}) == 16  # saved in the middle of epoch 16
     assert rs.epoch_of({"epoch": 1, "iterations_in_epoch": 0}) == 1
     assert rs.epoch_of({}) == 0
+    assert rs.epoch_of({"epoch": 7}) == 7  # no count of iterations (a streaming iterator): taken as it is
 
 
 def test_a_damaged_result_is_named(tmp_path):
@@ -176,7 +177,7 @@ def test_parse_noise_recipe_plots_bleu_against_p(tmp_path):
     _, _, env = _run_recipe(
         tmp_path, ("dep_rel", "multi30k.sh"), ARCHS="transformer transformer_dep_rel",
         MODEL=TINY_TRANSFORMER)
-    env = dict(env, RUNS="transformer.seed1 transformer_dep_rel.seed1", PS="0 0.4", NAME="noise_small")
+    env = dict(env, RUNS="transformer.seed1 transformer_dep_rel.seed1", PS="0 0.4", PLOT_NAME="noise_small")
     cmd = ["bash", os.path.join(REPO, "examples", "dep_rel", "parse_noise.sh"), str(tmp_path / "run")]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
@@ -186,7 +187,7 @@ def test_parse_noise_recipe_plots_bleu_against_p(tmp_path):
     assert [p for p, _ in points["transformer_dep_rel"]] == [0.0, 0.4]
     assert points["transformer"][0][1] == points["transformer"][1][1]  # reads no parse: flat
     assert (results / "noise_small.png").read_bytes()[:4] == b"\x89PNG"
-    assert not (results / "parse_noise.png").exists()  # NAME keeps another plot in the folder
+    assert not (results / "parse_noise.png").exists()  # PLOT_NAME keeps another plot in the folder
     noisy = tmp_path / "run" / "noise" / "data-bin.p0.4"
     record = json.loads((noisy / "syntax.json").read_text(encoding="utf-8"))["perturbation"]
     assert record["p"] == 0.4 and record["splits"] == ["test"]

@@ -305,7 +305,8 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path, background
     SIGTERM to the submitter while shard 0 writes: its job (controller and task) stops and removes its
     temporary folder, shard 1 is never submitted, nothing is written. Also when the command was started in
     the background (`cmd &` in a script: SIGINT ignored, and inherited so by what it starts), where the
-    job's controller ignored the SIGINT that cancels it and shard 0 was written after the cancel."""
+    job's controller ignored submitit's SIGINT cancel and shard 0 was written after the cancel (the jobs
+    keep ignoring SIGINT; SIGTERM cancels them)."""
     root, raw, _ = made
     # the train set 20 times over: shard 0 still writes when the signal comes (120 lines can be done
     # between seeing its temporary folder and sending the signal)
@@ -333,6 +334,9 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path, background
         assert len(jobs) >= 2 and [p for p in _descendants(process.pid) if p not in jobs] == []  # one job at once
         with open(f"/proc/{controller}/environ", "rb") as handle:
             assert b"SUBMITIT_LOCAL_TIMEOUT_S=300\0" in handle.read()
+        with open(f"/proc/{controller}/status") as handle:  # the job ignores SIGINT as the command does
+            ignored = int(next(line for line in handle if line.startswith("SigIgn:")).split()[1], 16)
+        assert bool(ignored & (1 << (signal.SIGINT - 1))) == background
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     finally:

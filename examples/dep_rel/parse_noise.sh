@@ -10,7 +10,7 @@
 # OUT is multi30k.sh's output folder (its data-bin, raw/ and checkpoints/). Models are trained on
 # clean parses; only the test set is perturbed (seed NOISE_SEED). A model that reads no parse
 # (transformer, transformer_rel) is a flat line: a check that the perturbation reaches only
-# syntax. Writes $RESULTS/$NAME.{png,json} (NAME: parse_noise unless set, so a second plot of other
+# syntax. Writes $RESULTS/$PLOT_NAME.{png,json} (PLOT_NAME: parse_noise unless set, so a second plot of other
 # models does not replace the first).
 set -euo pipefail
 OUT=${1:-runs/multi30k_dep_rel}
@@ -19,7 +19,7 @@ PS=${PS:-"0 0.1 0.2 0.4"}
 NOISE_SEED=${NOISE_SEED:-1}
 THREADS=${THREADS:-2}
 RESULTS=${RESULTS:-examples/dep_rel/results/multi30k}
-NAME=${NAME:-parse_noise}
+PLOT_NAME=${PLOT_NAME:-parse_noise}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 if ! command -v fairseq-train >/dev/null && [ -f "$REPO/.venv/bin/activate" ]; then . "$REPO/.venv/bin/activate"; fi
 mkdir -p "$OUT/noise" "$RESULTS"
@@ -49,5 +49,5 @@ EOF
     points+=(--point "${run%.seed*}:$p=$OUT/noise/eval.$run.p$p.json")
   done
 done
-fairseq-syntax-report noise "${points[@]}" --plot "$RESULTS/$NAME.png" --json "$RESULTS/$NAME.json" \
+fairseq-syntax-report noise "${points[@]}" --plot "$RESULTS/$PLOT_NAME.png" --json "$RESULTS/$PLOT_NAME.json" \
   --title "Multi30k test_2016_flickr, parses perturbed with probability p (seed $NOISE_SEED)"

@@ -68,7 +68,8 @@ def epoch_of(iterator_state: Dict) -> int:
     """The epoch a checkpoint was saved in, from fairseq's iterator state: saved at an epoch's end, the
     state already names the next epoch with no iterations in it (``EpochBatchIterator.state_dict``)."""
     epoch = int(iterator_state.get("epoch", 0))
-    if epoch > 1 and iterator_state.get("iterations_in_epoch", 0) == 0:
+    # a state without the count (a streaming iterator's, or an old checkpoint's) is taken as it is
+    if epoch > 1 and "iterations_in_epoch" in iterator_state and iterator_state["iterations_in_epoch"] == 0:
         return epoch - 1
     return epoch
 
@@ -424,7 +425,7 @@ def table_command(args: argparse.Namespace) -> str:
     for spec in args.compare:
         argv += ["--compare", spec]
     if args.alpha != 0.05:
-        argv += ["--alpha", f"{args.alpha:g}"]
+        argv += ["--alpha", repr(args.alpha)]  # every digit: the command gives the same table again
     return shlex.join(argv)
 
 
