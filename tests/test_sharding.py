@@ -316,10 +316,11 @@ def test_killing_the_cluster_command_cancels_its_jobs(made, tmp_path, background
         (big / f"train.{lang}").write_text((raw / f"train.{lang}").read_text(encoding="utf-8") * 20,
                                            encoding="utf-8")
     env = dict(os.environ, PYTHONPATH="")
-    ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None
+    # as a shell starts the command, whatever this test run itself inherited (CI may run in the background)
+    sigint = signal.SIG_IGN if background else signal.SIG_DFL
     process = subprocess.Popen(_cluster_argv(big, tmp_path / "bin", root / "dicts", "--parallelism", "1"),
                                cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, preexec_fn=ignore_sigint)
+                               env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     try:
         line = ""
         while "shard 0: job" not in line:
