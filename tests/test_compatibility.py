@@ -1,7 +1,9 @@
 """Data-bins and checkpoints of the first release keep working: same translations, still train.
 
 ``tests/fixtures/release_0_1/`` holds a tiny data-bin and one tiny checkpoint per model family
-made before the redesign (``make.sh`` says how), with their ``fairseq-generate`` output. Each
+made before the redesign (``make.sh`` says how), with their ``fairseq-generate`` output;
+``tests/fixtures/target_side_8b0e53c/`` the same for the families that fixture lacks (target-side
+and two-sided NSD on a parsed French target, tree2seq), made before the NSD decoder changed. Each
 checkpoint must load through the installed ``fairseq-generate`` and give the same hypotheses
 and the same scores: a renamed option or parameter that fell back to its default would
 change them.
@@ -16,8 +18,11 @@ from .conftest import call, tool
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
 
-FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIXTURE = os.path.join(FIXTURES, "release_0_1")
+TARGET_SIDE = os.path.join(FIXTURES, "target_side_8b0e53c")
 ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(FIXTURE, "checkpoints")))
+TARGET_SIDE_ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(TARGET_SIDE, "checkpoints")))
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +30,14 @@ def old_release(tmp_path_factory):
     """A copy of the fixture outside the checkout (fairseq-train writes beside nothing of ours)."""
     work = tmp_path_factory.mktemp("release_0_1")
     shutil.copytree(FIXTURE, work / "release", ignore=shutil.ignore_patterns("make.sh"))
+    return work / "release"
+
+
+@pytest.fixture(scope="module")
+def old_target_side(tmp_path_factory):
+    """A copy of the target-side fixture outside the checkout."""
+    work = tmp_path_factory.mktemp("target_side")
+    shutil.copytree(TARGET_SIDE, work / "release", ignore=shutil.ignore_patterns("make.sh"))
     return work / "release"
 
 
@@ -51,18 +64,29 @@ def _same_output(got, expected, tolerance=1e-3):
 def test_fixture_covers_every_model_family():
     assert ARCHS == ["transformer_dep_rel", "transformer_gps", "transformer_nsd", "transformer_pascal",
                      "transformer_structural", "transformer_syntax_embed", "transformer_syntax_spe"]
+    assert TARGET_SIDE_ARCHS == ["transformer_nsd_both", "transformer_nsd_target", "tree2seq"]
+
+
+def _translates_as_it_did(release, arch):
+    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", f"checkpoints/{arch}.pt", "--gen-subset", "test",
+                   "--beam", "2", "--max-len-b", "10", "--batch-size", "8"], cwd=release)
+    got = _scored(l for l in result.stdout.splitlines() if l[:2] in ("H-", "P-"))
+    with open(os.path.join(release, "expected", f"{arch}.txt"), encoding="utf-8") as handle:
+        expected = _scored(handle)
+    assert len(expected) == 40
+    _same_output(got, expected)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_old_checkpoint_translates_as_it_did(old_release, arch):
-    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
-                   "syntax_translation", "--path", f"checkpoints/{arch}.pt", "--gen-subset", "test",
-                   "--beam", "2", "--max-len-b", "10", "--batch-size", "8"], cwd=old_release)
-    got = _scored(l for l in result.stdout.splitlines() if l[:2] in ("H-", "P-"))
-    with open(os.path.join(old_release, "expected", f"{arch}.txt"), encoding="utf-8") as handle:
-        expected = _scored(handle)
-    assert len(expected) == 40
-    _same_output(got, expected)
+    _translates_as_it_did(old_release, arch)
+
+
+@pytest.mark.parametrize("arch", TARGET_SIDE_ARCHS)
+def test_target_side_checkpoint_translates_as_it_did(old_target_side, arch):
+    """Target-side NSD feeds its predicted distances back: a changed decoder changes the scores."""
+    _translates_as_it_did(old_target_side, arch)
 
 
 def test_old_data_bin_still_trains(old_release):
