@@ -24,7 +24,7 @@ setup(
     package_dir={"fairseq_syntax_preprocess": "preprocess"},
     install_requires=FAIRSEQ
     + [
-        "torch>=2.0",
+        "torch>=2.6",  # torch.load defaults to weights_only=True: fairseq's checkpoint reads are safe
         "numpy",
         "sacremoses",
         "subword-nmt",

@@ -13,12 +13,27 @@ fairseq function                        what the wrapper adds                   
 ``checkpoint_utils.load_checkpoint_to_cpu``  an empty, truncated or non-checkpoint   0.12.2,
                                         file is a :class:`CheckpointError`      0.12.3 (main)
                                         naming it (fairseq: ``EOFError: Ran out
-                                        of input`` or a zip error, no file)
+                                        of input`` or a zip error, no file), as
+                                        is one holding an object not on the
+                                        allow-list; refuses to read when torch
+                                        would not load weights-only
+                                        (``checkpoint_loader``)
+``checkpoint_utils.torch_persistent_save``  a checkpoint that cannot be written    0.12.2,
+                                        (disk full, a failed write) is an       0.12.3 (main)
+                                        OSError naming it, printed as one line
+                                        (fairseq: ``OSError: [Errno 28]``
+                                        naming no file, or torch's zip
+                                        writer's ``RuntimeError``)
 ``fairseq_cli.interactive.buffered_read``  a line of the input that is not UTF-8  0.12.2,
                                         is an :class:`InputError` naming the    0.12.3 (main)
                                         input and the line (fairseq: a bare
                                         ``UnicodeDecodeError`` after decoding
                                         a whole chunk)
+``fairseq_cli.interactive.make_batches``  hands each batch's sample ids to the  0.12.2,
+                                        task before fairseq calls               0.12.3 (main)
+                                        ``inference_step`` (which gets ids
+                                        only): rows are matched to their
+                                        lines' texts by id, not by equal ids
 ``distributed.utils.call_main``         on a machine without GPU (or with     0.12.2,
                                         ``--cpu``): refuses the settings that   0.12.3 (main)
                                         fairseq would run as a silent no-op
@@ -34,15 +49,15 @@ fairseq function                        what the wrapper adds                   
 =====================================  ======================================  ===========
 """
 
+import errno
 import functools
 import inspect
 import logging
 import os
-import pickle
 import sys
-import zipfile
 from typing import Iterator, List, Mapping, Optional
 
+from fairseq_syntax_core.checkpoint_loader import READ_ERRORS, checkpoint_read_error, default_load_problem
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
@@ -51,21 +66,6 @@ logger = logging.getLogger(__name__)
 
 #: the parameters of the wrapped fairseq function, as of fairseq 0.12.2 and main (0.12.3)
 _LOAD_CHECKPOINT_PARAMS = ("path", "arg_overrides", "load_on_all_ranks")
-_READ_ERRORS = (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError, KeyError)
-
-
-def checkpoint_read_error(path: str, error: BaseException) -> CheckpointError:
-    """The message for a checkpoint fairseq could not read."""
-    size = os.path.getsize(path) if os.path.isfile(path) else None
-    if size == 0:
-        why = "the file is empty (0 bytes): its save was interrupted, or the disk was full"
-    else:
-        why = f"it cannot be read as a fairseq checkpoint ({type(error).__name__}: {str(error)[:200]})"
-    return CheckpointError(
-        path, None,
-        f"{why}; expected a checkpoint written by fairseq-train. Use another one "
-        "(checkpoint_best.pt, checkpoint_last.pt, an epoch checkpoint) or train again",
-    )
 
 
 def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
@@ -78,11 +78,14 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
 
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        unsafe = default_load_problem()  # fairseq leaves weights_only to torch's default
+        if unsafe is not None:
+            raise CheckpointError(path, None, unsafe)
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise checkpoint_read_error(path, EOFError())
         try:
             return original(path, arg_overrides, load_on_all_ranks)
-        except _READ_ERRORS as error:
+        except READ_ERRORS as error:
             if isinstance(error, FileNotFoundError):
                 raise
             raise checkpoint_read_error(path, error) from error
@@ -137,6 +140,47 @@ def _wrap_buffered_read() -> bool:
         return False
     buffered_read._fairseq_syntax = True  # type: ignore[attr-defined]
     interactive.buffered_read = buffered_read
+    return True
+
+
+#: the parameters of fairseq_cli.interactive.make_batches, as of fairseq 0.12.2 and main (0.12.3)
+_MAKE_BATCHES_PARAMS = ("lines", "cfg", "task", "max_positions", "encode_fn")
+
+
+def _wrap_make_batches() -> bool:
+    """``fairseq_cli.interactive.make_batches``, handing each batch's sample ids to the task.
+
+    ``interactive.main`` keeps a batch's ids in its ``Batch.ids`` and calls ``inference_step``
+    with the source ids only; the task needs the sample ids to match each row with the text it
+    keeps for it (:mod:`fairseq_syntax.data.online_parser`): rows with equal ids but different
+    texts would otherwise be told apart by nothing. The wrapper calls ``task.set_inference_ids``
+    just before it yields a batch, which ``main`` then decodes (it looks ``make_batches`` up as
+    a module global, so replacing that global is enough); tasks without it are left alone.
+    """
+    try:
+        from fairseq_cli import interactive
+    except ImportError:
+        return False
+    original = getattr(interactive, "make_batches", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters) != _MAKE_BATCHES_PARAMS:
+        logger.warning(
+            "fairseq-interactive's make_batches has changed: source rows whose ids equal another line's "
+            "are parsed from dictionary ids"
+        )
+        return False
+
+    @functools.wraps(original)
+    def make_batches(lines, cfg, task, max_positions, encode_fn):
+        hand_ids = getattr(task, "set_inference_ids", None)
+        for batch in original(lines, cfg, task, max_positions, encode_fn):
+            if hand_ids is not None:
+                hand_ids(batch.ids)
+            yield batch
+
+    make_batches._fairseq_syntax = True  # type: ignore[attr-defined]
+    interactive.make_batches = make_batches
     return True
 
 
@@ -249,12 +293,48 @@ def _wrap_call_main(distributed_utils) -> bool:
     return True
 
 
+#: torch.save's messages when its zip writer could not write the file (the disk filled up meanwhile)
+_TORCH_WRITE_FAILURES = ("PytorchStreamWriter", "inline_container")
+
+
+def _wrap_torch_persistent_save(checkpoint_utils) -> bool:
+    """``checkpoint_utils.torch_persistent_save``: a checkpoint that cannot be written is an OSError
+    naming it (fairseq: ``OSError: [Errno 28] No space left on device`` naming no file, or torch's
+    ``RuntimeError ... unexpected pos``), which the error hook prints as one line."""
+    original = getattr(checkpoint_utils, "torch_persistent_save", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters)[:2] != ("obj", "filename"):
+        logger.warning("fairseq's torch_persistent_save has changed: checkpoint write errors will not name the file")
+        return False
+
+    @functools.wraps(original)
+    def torch_persistent_save(obj, filename, *args, **kwargs):
+        try:
+            return original(obj, filename, *args, **kwargs)
+        except OSError as error:
+            if error.filename is not None or not error.strerror:
+                raise
+            raise OSError(error.errno, error.strerror, str(filename)) from error
+        except RuntimeError as error:
+            if not any(mark in str(error) for mark in _TORCH_WRITE_FAILURES):
+                raise
+            raise OSError(errno.EIO, f"torch could not write the checkpoint ({str(error).splitlines()[0][:200]}); "
+                                     "is the disk full?", str(filename)) from error
+
+    torch_persistent_save._fairseq_syntax = True  # type: ignore[attr-defined]
+    checkpoint_utils.torch_persistent_save = torch_persistent_save
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
     from fairseq.distributed import utils as distributed_utils
 
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
+    _wrap_torch_persistent_save(checkpoint_utils)
     _wrap_buffered_read()
+    _wrap_make_batches()
     _wrap_call_main(distributed_utils)
     install_error_hook()

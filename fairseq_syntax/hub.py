@@ -1,13 +1,19 @@
 """fairseq's hub interface for syntax models: the task parses the user's own text.
 
 ``GeneratorHubInterface.sample``/``translate`` encode each sentence (tokenize, BPE,
-dictionary ids) and hand the task only the ids. :class:`SyntaxHubInterface` also keeps the
-tokenized, BPE-segmented text of every sentence it encodes, so that the task parses exactly
-what ``fairseq-syntax-preprocess`` would have parsed (see
-:mod:`fairseq_syntax.data.online_parser`). ``SyntaxTransformerModel.from_pretrained`` and ``Tree2SeqModel.from_pretrained`` return it.
-Calling ``generate`` with ids you encoded yourself skips that: those rows are parsed from
-words rebuilt from the ids, with a warning.
+dictionary ids) and hand ``generate`` only the ids. :class:`SyntaxHubInterface` also keeps
+the tokenized, BPE-segmented text of every tensor its ``encode`` returns (by that tensor
+object, while it lives), and ``generate`` hands the task the texts of exactly the tensors it
+was given, by their positions, which are the sample ids of its batches
+(``sample["id"]``). The task thus parses what ``fairseq-syntax-preprocess`` would have parsed
+(see :mod:`fairseq_syntax.data.online_parser`), and two sentences with the same ids but
+different texts keep their own parses. ``SyntaxTransformerModel.from_pretrained`` and
+``Tree2SeqModel.from_pretrained`` return it. Tensors not made by ``encode`` (ids you encoded
+yourself, a 2-D tensor's rows) are parsed from words rebuilt from the ids, with a warning.
 """
+
+import weakref
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
@@ -16,13 +22,42 @@ from fairseq_syntax_preprocess.fileio import BOM
 
 
 class SyntaxHubInterface(GeneratorHubInterface):
+    def __init__(self, cfg, task, models) -> None:
+        super().__init__(cfg, task, models)
+        #: id(tensor) -> (weak reference to that tensor, its encoded text), for the tensors encode returned
+        self._texts: Dict[int, Tuple[weakref.ref, str]] = {}
+
     def encode(self, sentence: str) -> torch.LongTensor:
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
         ids = self.binarize(text)
-        remember = getattr(self.task, "remember_source_text", None)
-        if remember is not None:
-            remember(ids, text)
+        key = id(ids)
+        texts = self._texts
+
+        def forget(ref: weakref.ref) -> None:
+            if texts.get(key, (None,))[0] is ref:
+                del texts[key]
+
+        texts[key] = (weakref.ref(ids, forget), text)
         return ids
+
+    def text_of(self, ids: torch.Tensor) -> Optional[str]:
+        """The encoded text of a tensor :meth:`encode` returned (that very object), else None."""
+        entry = self._texts.get(id(ids))
+        return entry[1] if entry is not None and entry[0]() is ids else None
+
+    def generate(self, tokenized_sentences, *args, **kwargs) -> List[List[Dict[str, torch.Tensor]]]:
+        """fairseq's, the task parsing each sentence's own text (sample id = position in the list)."""
+        if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
+            return self.generate([tokenized_sentences], *args, **kwargs)[0]
+        remember = getattr(self.task, "remember_source_texts", None)
+        if remember is None:
+            return super().generate(tokenized_sentences, *args, **kwargs)
+        sources = list(tokenized_sentences)
+        remember(sources, [self.text_of(ids) for ids in sources])
+        try:
+            return super().generate(tokenized_sentences, *args, **kwargs)
+        finally:
+            remember([], [])
 
 
 def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):

@@ -24,6 +24,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
+from .errors import DataBinError
+from .names import FILE_NAME, LANGUAGE, SPLIT, STREAM, check_name
 from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
@@ -115,3 +117,36 @@ def dictionary_path(destdir: str, lang: str, stream: Stream) -> str:
 def stream_prefix(destdir: str, split: str, src: str, tgt: str, lang: str, stream: str) -> str:
     """``S.SRC-TGT.L.STREAM``, the prefix of a stream's ``.bin``/``.idx`` (or of its ``.conllu``)."""
     return os.path.join(destdir, f"{split}.{src}-{tgt}.{lang}.{stream}")
+
+
+def check_metadata(meta: Dict, path: str) -> Dict:
+    """``meta``, read from the ``syntax.json`` at ``path``, with every name that makes a path checked.
+
+    Languages, parsed languages and their streams, splits, the BPE codes file and the shard
+    record (:func:`fairseq_syntax_core.shards.check_shard_record`) must be what the pipeline
+    writes (:mod:`.names`); else a DataBinError naming ``path`` and the key. Every reader of
+    ``syntax.json`` calls this, so no consumer builds a path from an unchecked name.
+    """
+    from .shards import SHARD_KEY, check_shard_record
+
+    for key in ("source_lang", "target_lang"):
+        if key in meta:
+            check_name(LANGUAGE, meta[key], path, key)
+    for key in (PARSED_LANGS_KEY, "splits"):
+        if key in meta and not isinstance(meta[key], dict):
+            raise DataBinError(path, None, f"key {key}: {type(meta[key]).__name__}, expected an object of names")
+    for i, (lang, streams) in enumerate(meta.get(PARSED_LANGS_KEY, {}).items()):
+        check_name(LANGUAGE, lang, path, f"{PARSED_LANGS_KEY}[{i}]")
+        if not isinstance(streams, list):
+            raise DataBinError(path, None, f"key {PARSED_LANGS_KEY}.{lang}: {type(streams).__name__}, "
+                                           "expected a list of stream names")
+        for j, name in enumerate(streams):
+            check_name(STREAM, name, path, f"{PARSED_LANGS_KEY}.{lang}[{j}]")
+    for i, split in enumerate(meta.get("splits", {})):
+        check_name(SPLIT, split, path, f"splits[{i}]")
+    bpe = meta.get("bpe")
+    if isinstance(bpe, dict) and "codes" in bpe:
+        check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
+    if SHARD_KEY in meta:
+        check_shard_record(meta[SHARD_KEY], path)
+    return meta

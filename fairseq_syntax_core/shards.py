@@ -20,7 +20,8 @@ metadata their callers have read.
 
 import hashlib
 import os
-from typing import Dict, List, Sequence, Tuple
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .databin import (
     CODES_FILE, METADATA_FILE, PARSED_LANGS_KEY, PHRASE_STRUCTURE_KEY, STREAMS, TARGET_PARSE_KEY,
@@ -32,6 +33,40 @@ SHARD_KEY = "shard"
 #: ``syntax.json`` entries every shard of a run must share (the ids' meaning, the trees' construction)
 SHARED_SETTINGS = ("source_lang", "target_lang", PARSED_LANGS_KEY, "tokenizer", "pos_column", "projection",
                    TARGET_PARSE_KEY)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _record_problem(info: Dict) -> Optional[str]:
+    """What is wrong with a shard record's fields (see the module docstring), or None."""
+    for key in ("id", "num_shards", "train_total_lines"):
+        if not _is_int(info.get(key)) or info[key] < 0:
+            return f"{key} {info.get(key)!r}: expected a non-negative integer"
+    if not info["id"] < info["num_shards"]:
+        return f"id {info['id']} is not a shard of {info['num_shards']}"
+    lines = info.get("train_lines")
+    if not (isinstance(lines, list) and len(lines) == 2 and all(_is_int(v) for v in lines)):
+        return f"train_lines {lines!r}: expected [start, end]"
+    files = info.get("train_files")
+    if not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
+        return f"train_files {files!r}: expected a list of file names"
+    digest = info.get("train_sha256")  # shards made before it was recorded have none
+    if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        return f"train_sha256 {digest!r}: expected 64 hexadecimal digits"
+    return None
+
+
+def check_shard_record(info: object, path: str) -> None:
+    """The :data:`SHARD_KEY` record of the ``syntax.json`` at ``path`` has the fields the pipeline writes,
+    of their types (None: not a shard); else a one-line DataBinError naming ``path`` and the key."""
+    if info is None:
+        return
+    problem = _record_problem(info) if isinstance(info, dict) else f"{type(info).__name__}: expected an object"
+    if problem is not None:
+        raise DataBinError(path, None, f"key {SHARD_KEY}: {problem}; not a shard record fairseq-syntax-preprocess "
+                                       "wrote (edited?): remake the shard")
 
 
 def shard_range(lines: int, num_shards: int, shard_id: int) -> Tuple[int, int]:
@@ -91,6 +126,34 @@ def check_same_run(first: str, first_meta: Dict, other: str, other_meta: Dict) -
                 f"this {what} differs from {first}'s: a shard made with another run's {what} "
                 "(fairseq would read its ids with the first shard's); remake it with the same --dictdir",
             )
+
+
+def missing_shards(listed: Sequence[Tuple[str, Dict]]) -> Optional[str]:
+    """A warning naming the shards of a run that the data paths ``listed`` (path, metadata) leave out, or None.
+
+    They are named after the listed paths when these end in their shard ids with one prefix
+    (``data-bin/shard0`` lacks ``data-bin/shard1``, ...: the cluster command's layout), else by id.
+    """
+    records = [(path.rstrip("/\\") or path, meta[SHARD_KEY]) for path, meta in listed
+               if isinstance(meta.get(SHARD_KEY), dict)]
+    if not records or not _is_int(records[0][1].get("num_shards")):
+        return None
+    total = records[0][1]["num_shards"]
+    seen = {info.get("id") for _, info in records}
+    missing = [k for k in range(total) if k not in seen]
+    if not missing:
+        return None
+    named = [re.fullmatch(r"(.*?)(\d+)", path) for path, _ in records]
+    prefixes = {m.group(1) for m in named if m is not None}
+    if len(prefixes) == 1 and all(m is not None and int(m.group(2)) == info.get("id")
+                                  for m, (_, info) in zip(named, records)):
+        prefix = next(iter(prefixes))
+        names = [f"{prefix}{k}" for k in missing]
+    else:
+        names = [f"shard {k}" for k in missing]
+    return (f"the data paths hold {len(seen)} of the {total} shards of their run; missing: {', '.join(names)}, "
+            "whose train lines are never trained on: list every shard (DATA/shard0:DATA/shard1:...) to train "
+            "on the whole train set")
 
 
 def check_same_ids(first: str, first_meta: Dict, other: str) -> None:

@@ -47,7 +47,7 @@ from fairseq_syntax_core.databin import (
 from fairseq_syntax_core.errors import InputError, StageError, UserError
 from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from .fileio import is_visible, nonempty_lines, read_lines
-from .interrupts import handle_termination, removed_on_failure, signals_deferred
+from .interrupts import USER_ERRORS, handle_termination, print_error, removed_on_failure, signals_deferred
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import SUBWORD_LABEL, project
@@ -590,13 +590,10 @@ def cli_main(argv: Optional[List[str]] = None) -> None:
     handle_termination()
     try:
         summary = run(args)
-    except UserError as error:
-        print(f"fairseq-syntax-preprocess: error: {error}", file=sys.stderr)
-        sys.exit(1)
-    except OSError as error:  # disk full, permissions: the message names the file
-        print(f"fairseq-syntax-preprocess: error: {error}; nothing was written to "
-              f"{os.path.abspath(args.destdir)}", file=sys.stderr)
-        sys.exit(1)
+    except USER_ERRORS as error:  # OSError: disk full, permissions; the message names the file
+        note = f"nothing was written to {os.path.abspath(args.destdir)}" \
+            if isinstance(error, OSError) and args.destdir else ""
+        sys.exit(print_error("fairseq-syntax-preprocess", error, note))
 
     print(f"fairseq-syntax-preprocess: wrote {os.path.abspath(args.destdir)}")
     width = max(len(k) for k in summary)

@@ -18,30 +18,38 @@ submitted jobs outlive the submitting process: SIGTERM, SIGINT or SIGHUP here ca
 job (local: the job's controller gets SIGINT and passes it on, then SIGKILL a second later;
 SLURM: ``scancel``), and a job removes its temporary folder as it stops. A signal that comes
 while ``sbatch`` is submitting (the array may be queued before its job ids are known) is held
-until the submission returns, and then cancels those jobs too. SIGKILL cannot be
-caught: local jobs then run to their end or their timeout, SLURM jobs until ``scancel``.
+until the submission returns, and then cancels those jobs too. The local controllers' stderr
+goes to ``LOG_FOLDER/controllers.log`` (their ``KeyboardInterrupt`` tracebacks on a cancel or a
+Ctrl-C are not the user's). SIGKILL cannot be caught: local jobs then run to their end or their
+timeout, SLURM jobs until ``scancel``.
 
-Before anything is submitted, every shard's arguments are checked as the command would check
-them (inputs, dictionaries, ``--destdir``); after the jobs, the shards are checked together
-(:func:`fairseq_syntax_core.shards.check_shard_set`): any failed or missing shard, or one that
-does not belong with the others, is an error naming it. ``--check-only`` runs that last check
+Before anything is submitted, ``DESTDIR`` is checked as ``fairseq-syntax-preprocess`` checks its
+``--destdir`` (not empty: ``""`` would be the working folder; not ``.``, a file, a link or an
+unwritable place), ``--log-folder`` likewise, ``--engine slurm`` needs ``sbatch`` and ``srun``, and
+every shard's arguments are checked as the command would check them (inputs, dictionaries,
+``--destdir``); every error is one line (file-system errors too). After the jobs, the shards are
+checked together (:func:`fairseq_syntax_core.shards.check_shard_set`): any failed or missing
+shard, or one that does not belong with the others, is an error naming it. ``--check-only`` runs that last check
 alone, e.g. after the plain ``sbatch --array`` recipe of the README.
 """
 
 import argparse
+import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import DataBinError, UsageError, UserError
 from fairseq_syntax_core.shards import check_shard_set
 
 from .argtypes import positive
-from .destdir import our_metadata
+from .destdir import check_destdir_path, check_folder_creatable, check_folder_given, our_metadata
+from .interrupts import USER_ERRORS, print_error
 
 PROG = "fairseq-syntax-preprocess-cluster"
 #: options this command sets for every shard itself
@@ -138,10 +146,32 @@ def check_shards(destdir: str, num_shards: int) -> None:
     check_shard_set(shards)
 
 
+#: the SLURM commands submitit runs
+SLURM_COMMANDS = ("sbatch", "srun")
+
+
+def check_engine(engine: str) -> None:
+    """``--engine slurm`` needs SLURM's commands on this machine (submitit looks for them only once submitting)."""
+    missing = [command for command in SLURM_COMMANDS if shutil.which(command) is None]
+    if engine == "slurm" and missing:
+        raise UsageError(f"--engine slurm: {' and '.join(missing)} not found on PATH (no SLURM on this machine?): "
+                         "run on a SLURM login node, or use --engine local")
+
+
+def check_log_folder(folder: str) -> None:
+    """``--log-folder`` (or its default) is a folder submitit can create and write; else a UsageError naming it."""
+    check_folder_creatable(folder, "--log-folder")
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--log-folder {folder} is not writable: choose another folder")
+
+
 def _executor(args, folder: str, workers: int):
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder, cluster=None if args.engine == "auto" else args.engine)
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster=None if args.engine == "auto" else args.engine)
+    except RuntimeError as error:  # submitit's refusal of an engine (SLURM without srun)
+        raise UsageError(f"--engine {args.engine}: submitit: {error}") from None
     parameters = {"timeout_min": args.timeout_min, "name": "fairseq-syntax-preprocess"}
     if executor.cluster == "slurm":
         parameters.update(slurm_array_parallelism=args.parallelism or args.num_shards, cpus_per_task=workers,
@@ -169,11 +199,39 @@ def _terminate_local(job) -> None:
             pass
 
 
-class Submission:
-    """The jobs of one run: submitted at most ``parallelism`` at a time (local), cancelled on a signal."""
+@contextlib.contextmanager
+def _stderr_to(path: Optional[str]) -> Iterator[None]:
+    """The processes started in the block write their stderr to ``path`` (appended), not to this command's.
 
-    def __init__(self, executor, argvs: List[List[str]], parallelism: int) -> None:
+    submitit's local job controllers inherit this process's stderr: cancelled (SIGINT, or a Ctrl-C
+    that reaches the whole process group) they print a ``KeyboardInterrupt`` traceback, which
+    belongs in the log folder, not under the command's one-line message."""
+    if path is None:
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
+
+class Submission:
+    """The jobs of one run: submitted at most ``parallelism`` at a time (local), cancelled on a signal.
+
+    ``controller_log``: where the stderr of submitit's local job controllers goes (None: this command's)."""
+
+    def __init__(self, executor, argvs: List[List[str]], parallelism: int,
+                 controller_log: Optional[str] = None) -> None:
         self.executor, self.argvs, self.parallelism = executor, argvs, parallelism
+        self.controller_log = controller_log
         self.jobs: Dict[int, object] = {}
         self.results: Dict[int, Dict[str, object]] = {}
         self.submitting = False  # inside executor.submit/map_array: a signal waits for its jobs
@@ -190,9 +248,15 @@ class Submission:
 
     def submit(self, call):
         """``call()`` (a submission) with signals held until its jobs are known; returns its result."""
+        from submitit.core.utils import UncompletedJobError
+
         self.submitting = True
         try:
-            return call()
+            with _stderr_to(self.controller_log):
+                return call()
+        except UncompletedJobError as error:  # sbatch refused the job: its stderr, last line
+            last = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            raise UserError(f"the submission failed: {last}") from None
         finally:
             self.submitting = False
 
@@ -273,20 +337,27 @@ class Submission:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args, forwarded = get_parser().parse_known_args(argv)
+    check_folder_given(args.destdir)  # "" would be the current directory
+    check_folder_given(args.log_folder, "--log-folder", "folder for submitit's job files")
     destdir = os.path.abspath(args.destdir)
     if args.check_only:
         check_shards(destdir, args.num_shards)
         print(f"{PROG}: {args.num_shards} shards checked: " + ":".join(
             shard_dir(args.destdir, k) for k in range(args.num_shards)))
         return
+    # DESTDIR as fairseq-syntax-preprocess checks its --destdir (each shard's is checked below)
+    check_destdir_path(args.destdir)
+    check_engine(args.engine)
+    folder = os.path.abspath(args.log_folder or os.path.join(destdir, "submitit"))
+    check_log_folder(folder)
     workers = check_before_submitting(forwarded, destdir, args.num_shards).workers
-    folder = args.log_folder or os.path.join(destdir, "submitit")
     executor = _executor(args, folder, workers)
     parallelism = args.parallelism or max(1, (os.cpu_count() or 1) // workers)
     argvs = [shard_argv(forwarded, destdir, args.num_shards, k) for k in range(args.num_shards)]
     print(f"{PROG}: {args.num_shards} shards on {executor.cluster}, {parallelism} at a time, "
           f"timeout {args.timeout_min} min, logs in {folder}", flush=True)
-    results = Submission(executor, argvs, parallelism).run()
+    controller_log = os.path.join(folder, "controllers.log") if executor.cluster == "local" else None
+    results = Submission(executor, argvs, parallelism, controller_log).run()
     failed = {k: r["error"] for k, r in sorted(results.items()) if "error" in r}
     if failed:
         raise UserError("; ".join(f"shard {k} ({shard_dir(args.destdir, k)}): {message}"
@@ -299,9 +370,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 def cli_main(argv: Optional[List[str]] = None) -> None:
     try:
         main(argv)
-    except UserError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
+        sys.exit(print_error(PROG, error))
 
 
 if __name__ == "__main__":

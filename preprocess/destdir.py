@@ -24,6 +24,7 @@ from fairseq_syntax_core.databin import (
     PRODUCER,
     PRODUCER_KEY,
     STREAMS,
+    check_metadata,
     dictionary_path,
 )
 from fairseq_syntax_core.errors import UsageError
@@ -35,7 +36,11 @@ OLD_MARK = ".old-"
 
 
 def our_metadata(path: str) -> Optional[dict]:
-    """The ``syntax.json`` at ``path`` if this pipeline wrote it (any version so far), else None."""
+    """The ``syntax.json`` at ``path`` if this pipeline wrote it (any version so far), else None.
+
+    A file of ours with a name that cannot name files (a split ``../x``) is a DataBinError
+    (:func:`fairseq_syntax_core.databin.check_metadata`).
+    """
     try:
         with open(path, encoding="utf-8") as handle:
             meta = json.load(handle)
@@ -44,9 +49,9 @@ def our_metadata(path: str) -> Optional[dict]:
     if not isinstance(meta, dict):
         return None
     if meta.get(PRODUCER_KEY) == PRODUCER:
-        return meta
+        return check_metadata(meta, path)
     if meta.get("format_version") == FORMAT_VERSION and isinstance(meta.get(PARSED_LANGS_KEY), dict):
-        return meta  # 0.1.0 wrote no producer key
+        return check_metadata(meta, path)  # 0.1.0 wrote no producer key
     return None
 
 
@@ -93,31 +98,46 @@ def check_replaceable(destdir: str) -> None:
         )
 
 
-def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
-    """Refuse, before any work, a ``--destdir`` that this run must not write or replace."""
-    if not destdir or not destdir.strip():
-        raise UsageError("--destdir is empty (an unset shell variable?): name the data-bin folder")
-    if os.path.islink(destdir):
-        raise UsageError(f"--destdir {destdir} is a symbolic link: give the directory it points to")
-    if os.path.exists(destdir) and not os.path.isdir(destdir):
-        raise UsageError(f"--destdir {destdir} exists and is not a directory")
-    parent = os.path.dirname(os.path.abspath(destdir))
-    existing = parent
+def check_folder_given(path: Optional[str], flag: str = "--destdir", what: str = "data-bin folder") -> None:
+    """Refuse an empty folder argument: an unset shell variable, which would mean the current directory."""
+    if path is not None and not path.strip():
+        raise UsageError(f"{flag} is empty (an unset shell variable?): name the {what}")
+
+
+def check_folder_creatable(path: str, flag: str = "--destdir") -> None:
+    """Refuse a folder argument that names a file, or lies where no folder can be made."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{flag} {path} exists and is not a directory")
+    existing = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--destdir {destdir}: cannot create it, {existing} is not a writable directory")
+        raise UsageError(f"{flag} {path}: cannot create it, {existing} is not a writable directory")
+
+
+def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
+    """Refuse, before any work, a ``--destdir`` that this run must not write or replace."""
+    check_destdir_path(destdir, inputs)
+    if not os.path.isdir(destdir) or not os.listdir(destdir):
+        return
+    if not overwrite:
+        raise UsageError(f"--destdir {destdir} exists and is not empty: pass --overwrite to replace it")
+    check_replaceable(destdir)
+
+
+def check_destdir_path(destdir: str, inputs: Iterable[str] = ()) -> None:
+    """The checks of :func:`check_destdir` on the path alone, not on what it holds: not empty, not a
+    symbolic link or a file, creatable, neither the current directory nor a folder holding an input."""
+    check_folder_given(destdir or "")
+    if os.path.islink(destdir):
+        raise UsageError(f"--destdir {destdir} is a symbolic link: give the directory it points to")
+    check_folder_creatable(destdir)
     cwd = os.getcwd()
     if os.path.isdir(destdir) and is_inside(cwd, destdir):
         raise UsageError(f"--destdir {destdir} is the current directory (or holds it): name a data-bin folder")
     for path in inputs:
         if path and is_inside(path, destdir):
             raise UsageError(f"--destdir {destdir} holds the input {path}: write the data-bin elsewhere")
-    if not os.path.isdir(destdir) or not os.listdir(destdir):
-        return
-    if not overwrite:
-        raise UsageError(f"--destdir {destdir} exists and is not empty: pass --overwrite to replace it")
-    check_replaceable(destdir)
 
 
 def make_temp_dir(destdir: str) -> str:

@@ -237,11 +237,19 @@ def atomic_write_all(outputs: Sequence["tuple[str, Callable[[str], None]]"]) -> 
             base = os.path.basename(path)
             remove_stale(folder, [f".{base}{TMP_MARK}"])
             suffix = os.path.splitext(base)[1]
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
-            os.close(fd)
-            owned.enter_context(removed_on_failure(tmp))
-            write(tmp)
-            os.chmod(tmp, file_mode())
+            try:
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
+                os.close(fd)
+                owned.enter_context(removed_on_failure(tmp))
+                write(tmp)
+                os.chmod(tmp, file_mode())
+            except OSError as error:  # disk full, read-only...: name the user's file, not the temporary one
+                named = error.filename
+                ours = named is None or named == folder or (isinstance(named, str) and
+                                                             os.path.basename(named).startswith(f".{base}{TMP_MARK}"))
+                if error.strerror and ours:
+                    raise OSError(error.errno, error.strerror, path) from error
+                raise
             done.append((tmp, path))
         with signals_deferred():
             for tmp, path in done:

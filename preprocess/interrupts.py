@@ -11,12 +11,16 @@
   parse or binarization worker keeps writing for a dead parent; the temporary folders such a
   run leaves are named after their host and process (:func:`temp_tag`) and removed by the
   next run once that process is gone (:func:`remove_stale`).
-- :func:`install_error_hook` prints a :class:`~.errors.UserError` that nothing caught as one
-  line (``PROG: error: ...``) instead of a traceback; ``FAIRSEQ_SYNTAX_TRACEBACK=1`` shows it.
+- :func:`install_error_hook` prints a :class:`~.errors.UserError` or an :class:`OSError` (disk
+  full, permission denied, a missing folder, a read-only file system) that nothing caught as one
+  line (``PROG: error: ...``, the file named: :func:`error_message`) instead of a traceback;
+  ``FAIRSEQ_SYNTAX_TRACEBACK=1`` shows it. Every command's entry point catches the same errors
+  (:data:`USER_ERRORS`) and prints them the same way (:func:`print_error`).
 """
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import re
@@ -179,17 +183,63 @@ def handle_termination() -> None:
         _hooks_registered = True
 
 
+#: what every command prints as one line instead of a traceback: the user's errors, and the file
+#: system's (OSError: disk full, file too large, permission denied, a missing folder, read-only)
+USER_ERRORS = (UserError, OSError)
+
+#: what to do about the OSErrors whose message alone does not say it
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full: free space, or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free space, or write elsewhere",
+    errno.EFBIG: "the file is larger than this file system (or ulimit -f) allows: write elsewhere",
+    errno.EROFS: "the file system is read-only: write elsewhere",
+}
+
+
+def error_message(error: BaseException) -> str:
+    """The one line that tells the user about ``error`` (after ``PROG: error:``).
+
+    An :class:`OSError` names its file (``FILE: No space left on device; ...``; two files for a
+    rename); one that names none (a write to an open file) is its system message. Anything else
+    is ``str(error)``.
+    """
+    if isinstance(error, OSError) and not isinstance(error, UserError) and error.strerror:
+        files = [os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f)
+                 for f in (error.filename, error.filename2) if f is not None]
+        message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
+        hint = _OS_HINTS.get(error.errno)
+        return f"{message}; {hint}" if hint else message
+    return str(error) or type(error).__name__
+
+
+def print_error(prog: str, error: BaseException, note: str = "") -> int:
+    """Print ``PROG: error: MESSAGE[; NOTE]`` on stderr (:func:`error_message`); returns 1, the exit status."""
+    message = error_message(error) + (f"; {note}" if note else "")
+    try:
+        sys.stderr.write(f"{prog}: error: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed
+        pass
+    return 1
+
+
+def _prog() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+
+
 def install_error_hook() -> None:
-    """Print uncaught :class:`UserError`s as ``PROG: error: MESSAGE`` (exit 1), not as tracebacks."""
+    """Print uncaught :data:`USER_ERRORS` as ``PROG: error: MESSAGE`` (exit 1), not as tracebacks.
+
+    Other exceptions keep the previous hook (Python's traceback, or fairseq's). An OSError
+    without a system message (fairseq's ``IOError("Model file not found: PATH")``) prints its text.
+    """
     previous = sys.excepthook
     if getattr(previous, "_fairseq_syntax", False):
         return
 
     def hook(kind, value, traceback):
-        if issubclass(kind, UserError) and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
-            prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
-            sys.stderr.write(f"{prog}: error: {value}\n")
-            sys.stderr.flush()
+        if issubclass(kind, USER_ERRORS) and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
+            print_error(_prog(), value)
             if _in_forked_worker():
                 os._exit(1)
             return

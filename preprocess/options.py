@@ -19,6 +19,7 @@ from .parse import DEFAULT_DISABLED
 from .projection import RULES, SUBWORD_LABEL
 from .split import Split
 from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.names import LANGUAGE, name_problem
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 
@@ -170,15 +171,16 @@ def check_scale_args(args, splits: List[Split]) -> None:
 
 def check_args(args, splits: List[Split]) -> None:
     """Everything that can be checked before the expensive work starts (see ``fileio``, ``destdir``)."""
+    for flag, lang in (("-s/--source-lang", args.source_lang), ("-t/--target-lang", args.target_lang)):
+        problem = name_problem(LANGUAGE, lang)
+        if problem is not None:
+            raise UsageError(f"{flag}: a language code names files: {problem}")
     apply_dictdir(args)
     check_scale_args(args, splits)
     if not args.trainpref and not (args.srcdict and (args.bpe_codes or args.no_bpe)):
         raise UsageError("without --trainpref, give --srcdict/--tgtdict and --bpe-codes (or --no-bpe)")
     if not splits:
         raise UsageError("give at least one of --trainpref, --validpref, --testpref")
-    for flag, lang in (("-s/--source-lang", args.source_lang), ("-t/--target-lang", args.target_lang)):
-        if not lang or any(c.isspace() or c in "/\\." for c in lang):
-            raise UsageError(f"{flag} {lang!r}: a language code names files; no spaces, dots or slashes")
     if args.workers > max(64, 4 * (os.cpu_count() or 1)):
         raise UsageError(f"--workers {args.workers}: more than 4 per core ({os.cpu_count()} cores here)")
     if args.joined_dictionary and args.srcdict and args.tgtdict and args.srcdict != args.tgtdict:

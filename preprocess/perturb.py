@@ -49,12 +49,12 @@ from fairseq_syntax_core.databin import (
     HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
-from fairseq_syntax_core.errors import InputError, UsageError, UserError
+from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.indexed_files import REBUILD, check_indexed_dataset
 
 from .conllu import format_conllu
 from .destdir import check_destdir, files_of, is_inside, make_temp_dir, move_into_place, our_metadata
-from .interrupts import handle_termination, removed_on_failure, signals_deferred
+from .interrupts import USER_ERRORS, handle_termination, print_error, removed_on_failure, signals_deferred
 from .word_tree import SUBWORD_LABEL, WordTree
 
 PROG = "fairseq-syntax-perturb"
@@ -350,9 +350,8 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     handle_termination()
     try:
         counts = run(get_parser().parse_args(argv))
-    except UserError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
+    except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
+        return print_error(PROG, error)
     for split, c in counts.items():
         print(f"{split}: {c} words perturbed", file=sys.stderr)
     return 0

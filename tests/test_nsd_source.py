@@ -86,15 +86,22 @@ def test_losses_leave_out_eos_by_hand():
     tokens = [WORDS.index(w) for w in "a b c d".split()] + [WORDS.eos()]
     net_output = (None, {NSD_LOGITS_KEY: [peaked_logits(predicted)], NSD_MASK_KEY: [torch.zeros(1, 5, dtype=torch.bool)]})
     sample = eos_sample(gold, tokens)
-    criterion = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0)
+    criterion = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0,
+                                                          nsd_dist_units="raw")
     terms = criterion.compute_nsd_losses(net_output, sample)
     assert terms["mse"].item() == pytest.approx(3.0, abs=1e-4)
     assert terms["rank"].item() == pytest.approx(1.6, abs=1e-4)
+    # the default units: distances over the range D, so the squared error / D^2 and the hinge / D
+    ranged = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0)
+    in_range = ranged.compute_nsd_losses(net_output, sample)
+    assert in_range["mse"].item() == pytest.approx(3.0 / D ** 2, abs=1e-6)
+    assert in_range["rank"].item() == pytest.approx(1.6 / D, abs=1e-6)
+    assert in_range["ent"].item() == pytest.approx(terms["ent"].item())  # eq. 20 has no distance units
     assert (terms["tokens"].item(), terms["correct"].item()) == (4, 1)
     # eq. 20: -log p(gold) is ~0 where the prediction is right, ~100 where it is wrong (3 pieces)
     assert terms["ent"].item() == pytest.approx(300.0, rel=1e-3)
     old = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0,
-                                                    nsd_loss_eos=True, nsd_rank_norm="none")
+                                                    nsd_loss_eos=True, nsd_rank_norm="none", nsd_dist_units="raw")
     terms = old.compute_nsd_losses(net_output, sample)
     assert terms["mse"].item() == pytest.approx(84.0, abs=1e-4)
     assert terms["rank"].item() == pytest.approx(26.0, abs=1e-4)
@@ -252,7 +259,8 @@ def test_constituency_model_asks_for_its_key_and_mask_and_the_loss_skips_lines_w
     sample = {"net_input": {"src_tokens": torch.tensor([tokens]),
                             "src_syntax": {"distance_relative": gold,
                                            "distance_relative_mask": torch.tensor([[True] * 4 + [False]])}}}
-    criterion = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0)
+    criterion = LabelSmoothedCrossEntropyWithNSDCriterion(TASK, sentence_avg=False, label_smoothing=0.0,
+                                                          nsd_dist_units="raw")
     terms = criterion.compute_nsd_losses(net_output, sample, model)
     assert terms["mse"].item() == pytest.approx(4 + 1 + 1 + 4, abs=1e-4) and terms["tokens"].item() == 4
     sample["net_input"]["src_syntax"]["distance_relative_mask"] = torch.zeros(1, 5, dtype=torch.bool)

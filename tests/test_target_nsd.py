@@ -42,6 +42,7 @@ VARIANTS = [
     ("transformer_nsd_target", ["--nsd-target-input", "add", "--nsd-target-spe-lambda", "0"]),  # eq. 9 alone
     ("transformer_nsd_target", ["--nsd-target-input", "none"]),  # the SPE alone
     ("transformer_nsd_both", []),
+    ("transformer_nsd_target", ["--nsd-target-predict-from", "state"]),  # eq. 11 on h_t alone (before the option)
 ]
 IDS = [" ".join([a] + e) for a, e in VARIANTS]
 
@@ -105,7 +106,10 @@ def test_concat_widens_the_decoder():
     assert dec.embed_dim == 20 and dec.layers[0].self_attn.embed_dim == 20  # 16 + 4
     assert dec.project_in_dim is None and dec.project_out_dim.weight.shape == (16, 20)  # back to the word width
     assert dec.embed_scale == math.sqrt(16)  # the words keep their scale
-    assert dec.nsd_predictor.proj.in_features == 16
+    assert dec.nsd_predictor.proj.in_features == 16 + 16  # eq. 11 on [h_t; E(y_t)]: the state and the word
+    state_only = build("transformer_nsd_target", ["--nsd-target-input", "concat", "--nsd-embed-dim", "4",
+                                                  "--nsd-target-predict-from", "state"])
+    assert state_only.decoder.nsd_predictor.proj.in_features == 16
 
 
 @pytest.mark.parametrize("arch, extra, match", [
@@ -183,7 +187,23 @@ def test_incremental_equals_full_forward_with_the_fed_back_distances(arch, extra
     assert torch.equal(fed_r, fed[new_order][:, 3:])
 
 
-@pytest.mark.parametrize("arch, extra", VARIANTS[:3], ids=IDS[:3])
+@pytest.mark.parametrize("predict_from", ["state+token", "state"])
+def test_fed_back_distance_is_that_of_the_token_emitted(predict_from):
+    """state+token: the distance fed at step t belongs to the token chosen at t - 1 (another token, another
+    distance, as in training); state: it was fixed before that token was chosen (checkpoints before the option)."""
+    torch.manual_seed(5)
+    model = build("transformer_nsd_target", ["--nsd-target-predict-from", predict_from])
+    torch.nn.init.normal_(model.decoder.nsd_predictor.proj.weight, std=1.0)  # a predictor that tells tokens apart
+    src, lengths, _ = source(model, 1)
+    enc = model.encoder(src, lengths, src_syntax=None)
+    prev = decoder_input(1, 4, seed=6).repeat(len(WORDS) - 4, 1)
+    prev[:, 2] = torch.arange(4, len(WORDS))  # every word of the dictionary as the token emitted at step 1
+    fed = model.decoder.feedback_distances(prev, model.encoder.reorder_encoder_out(enc, torch.zeros(len(prev)).long()))
+    assert torch.equal(fed[:, :2], fed[:1, :2].expand(len(prev), 2))  # before that token: the same
+    assert (fed[:, 2].unique().numel() > 1) == (predict_from == "state+token")
+
+
+@pytest.mark.parametrize("arch, extra", VARIANTS[:3] + VARIANTS[5:], ids=IDS[:3] + IDS[5:])
 def test_gold_distances_are_read_causally(arch, extra):
     """Changing the input distance at position 3 changes the outputs from position 3 on, none before."""
     torch.manual_seed(3)
@@ -219,7 +239,7 @@ def generate(model, sample, beam: int = 3):
     return gen.generate([model], sample)
 
 
-@pytest.mark.parametrize("arch, extra", [VARIANTS[0], VARIANTS[1], VARIANTS[4]], ids=[IDS[0], IDS[1], IDS[4]])
+@pytest.mark.parametrize("arch, extra", [VARIANTS[i] for i in (0, 1, 4, 5)], ids=[IDS[i] for i in (0, 1, 4, 5)])
 def test_sequence_generator_scores_equal_rescoring_with_the_fed_back_distances(arch, extra):
     """fairseq's own beam search, unforked: each hypothesis' scores are those of a full forward
     given the distances the decoder fed back along that hypothesis (reordered with the beam)."""
@@ -321,7 +341,7 @@ def test_criterion_adds_the_target_terms(arch):
     nmt, _ = crit.compute_loss(model, net_output, sample)
     mask = sample["target"].ne(PAD) & sample["target"].ne(EOS)
     tgt = nsd_losses(net_output[1][TGT_NSD_LOGITS_KEY][0], sample["target_syntax"]["distance"], ~mask,
-                     rank_norm=crit.nsd_rank_norm)  # the same hinge normalisation as the source terms
+                     rank_norm=crit.nsd_rank_norm, units="range")  # the source terms' hinge normalisation and units
     expected = nmt + 0.5 * (tgt["mse"] + tgt["rank"]) + 2.0 * tgt["ent"]
     if arch == "transformer_nsd_both":
         src = crit.compute_nsd_losses(net_output, sample, model)
@@ -403,3 +423,54 @@ def test_target_nsd_trains_and_decodes_on_a_parsed_french_target(tmp_path, en_fr
                        "--target-lang", "fr", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
                        "data-bin/bpe.codes", "--beam", "2", "--max-len-b", "20"], cwd=tmp_path, stdin=text)
     assert len([l for l in translated.stdout.splitlines() if l.startswith("H-")]) == 2
+
+
+# ----------------------------------------------------------------- validation as generation runs
+
+
+@pytest.mark.parametrize("arch, predict_from", [("transformer_nsd_target", "state+token"),
+                                                ("transformer_nsd_target", "state"),
+                                                ("transformer_nsd_both", "state+token")])
+def test_fed_back_validation_loss_is_the_rescoring_of_the_references(arch, predict_from):
+    """nll_loss_fed is the reference's negative log-likelihood when the decoder runs step by step as
+    SequenceGenerator runs it (its own distances fed back), not with the gold ones; the gap is logged."""
+    from fairseq.logging import metrics
+
+    from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
+
+    torch.manual_seed(9)
+    model = build(arch, ["--nsd-target-predict-from", predict_from])
+    torch.nn.init.normal_(model.decoder.nsd_predictor.proj.weight, std=1.0)  # distances that differ from gold
+    sample = training_sample(model)
+    crit = criterion()
+    _, _, gold_log = crit(model, sample)
+    log = fed_back_logging(model, crit, sample)
+
+    net_input = sample["net_input"]
+    enc = model.encoder(net_input["src_tokens"], net_input["src_lengths"], src_syntax=net_input.get("src_syntax"))
+    prev, target = net_input["prev_output_tokens"], sample["target"]
+    step_logits, fed = steps(model, enc, prev, {}, 0, prev.size(1))
+    lprobs = torch.log_softmax(step_logits.float(), dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    rescored = -lprobs.masked_fill(target.eq(PAD), 0).sum()
+    assert abs(float(log["nll_loss_fed"]) - float(rescored)) < 1e-4
+    assert abs(float(log["nll_loss_fed"]) - float(gold_log["nll_loss"])) > 1e-3  # the gold distances differ
+    real = prev.ne(PAD) & prev.ne(EOS)
+    assert log["tgt_nsd_fed_tokens"] == int(real.sum()) == 7
+    assert log["tgt_nsd_fed_agree"] == int((fed.eq(net_input["tgt_syntax"]["distance"]) & real).sum())
+
+    with metrics.aggregate() as agg:
+        crit.reduce_metrics([{**gold_log, **log}])
+        reduce_fed_back_metrics([{**gold_log, **log}])
+    values = agg.get_smoothed_values()
+    ntokens = sample["ntokens"]
+    assert values["nll_loss_fed"] == pytest.approx(float(rescored) / ntokens / math.log(2), abs=1e-3)
+    assert values["nll_loss_gap"] == pytest.approx(values["nll_loss_fed"] - values["nll_loss"], abs=2e-3)
+
+
+def test_fed_back_validation_is_nothing_for_models_without_target_input():
+    from fairseq_syntax.criterions.fed_back_validation import fed_back_logging
+
+    for arch, extra in [("transformer_nsd", []),
+                        ("transformer_nsd_target", ["--nsd-target-input", "none", "--nsd-target-spe-lambda", "0"])]:
+        model = build(arch, extra)
+        assert fed_back_logging(model, criterion(), training_sample(model)) == {}

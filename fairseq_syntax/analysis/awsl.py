@@ -28,6 +28,7 @@ from fairseq_syntax_preprocess.argtypes import positive
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside
 
 from .commands import figure_writer, run_command
+from .rendering import plot_text
 
 __all__ = ["compute_awsl", "write_tsv", "plot_awsl", "cli_main"]
 
@@ -146,7 +147,7 @@ def awsl_figure(rows: Sequence[Dict[str, float]], title: str = ""):
     ax.set_xticks(xs)
     ax.legend(loc="best")
     if title:
-        ax.set_title(title)
+        ax.set_title(plot_text(title))
     fig.tight_layout()
     return fig
 

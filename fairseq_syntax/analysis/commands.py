@@ -8,13 +8,13 @@ from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_preprocess.fileio import atomic_write_with, text_writer
-from fairseq_syntax_preprocess.interrupts import handle_termination
+from fairseq_syntax_preprocess.interrupts import USER_ERRORS, handle_termination, print_error
 
 __all__ = ["run_command", "quiet_logging", "save_figure", "figure_writer", "text_writer"]
 
 
 def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv: Optional[Sequence[str]]) -> int:
-    """``main(argv)``; a :class:`UserError` is printed as ``PROG: error: ...`` (exit 1).
+    """``main(argv)``; a :class:`UserError` or an :class:`OSError` is printed as ``PROG: error: ...`` (exit 1).
 
     Ctrl-C, SIGTERM and SIGHUP remove the temporary files of outputs not yet in place and exit
     with 128 + the signal (:func:`~fairseq_syntax_preprocess.interrupts.handle_termination`);
@@ -28,9 +28,8 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
         handle_termination()
     try:
         return main(argv)
-    except UserError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 1
+    except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
+        return print_error(prog, error)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; outputs are written whole or not at all", file=sys.stderr)
         return 130
@@ -53,6 +52,9 @@ def figure_writer(fig) -> Callable[[str], None]:
     def write(tmp: str) -> None:
         try:
             fig.savefig(tmp, dpi=120, format="png")
+        except (ValueError, RuntimeError) as error:  # matplotlib refuses to draw it (size, text, backend)
+            last = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            raise UserError(f"matplotlib cannot draw the plot: {last}") from error
         finally:
             plt.close(fig)
 

@@ -32,6 +32,7 @@ from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_ou
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .hypotheses import read_translations
+from .rendering import legend, one_line, plot_text
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
 
@@ -229,6 +230,7 @@ def format_tables(report: Dict) -> str:
 
 
 def _table(head: List[str], rows: List[List[str]]) -> List[str]:
+    head, rows = [one_line(c) for c in head], [[one_line(c) for c in r] for r in rows]  # names on one line
     widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*head), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
@@ -251,16 +253,17 @@ def bucket_figure(report: Dict):
     base = report["baseline"]
     for ax, (key, b) in zip(axes[0], groups.items()):
         xs = np.arange(len(b["names"]))
+        lines = []
         for s in report["systems"][1:]:
             diff = [v - w if c else float("nan")  # an empty bucket: a gap
                     for v, w, c in zip(b["BLEU"][s["name"]], b["BLEU"][base], b["sentences"])]
-            ax.plot(xs, diff, "o-", label=s["name"])
+            lines += ax.plot(xs, diff, "o-")
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{n}\n({c})" for n, c in zip(b["names"], b["sentences"])], fontsize=8)
         ax.set_xlabel(f"{b['title']} (sentences)")
-        ax.set_ylabel(f"BLEU - BLEU({base})")
-        ax.legend(loc="best", fontsize=8)
+        ax.set_ylabel(f"BLEU - BLEU({plot_text(base)})")
+        legend(ax, lines, [s["name"] for s in report["systems"][1:]], loc="best", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -325,13 +328,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if args.data_bin:
         profile = bk.profile_from_data_bin(args.data_bin, args.split, args.source_lang,
                                            None if args.source_lang is None else args.target_lang)
-        if target_lang is None:
-            meta_path = os.path.join(args.data_bin, "syntax.json")
-            try:
-                with open(meta_path, encoding="utf-8") as handle:
-                    target_lang = json.load(handle).get("target_lang")
-            except (OSError, ValueError):
-                target_lang = None
+        if target_lang is None:  # the data-bin's, its names checked (the task read it just now)
+            from fairseq_syntax.data.data_bin_checks import read_metadata
+            from fairseq_syntax_core.databin import METADATA_FILE
+
+            target_lang = read_metadata(os.path.join(args.data_bin, METADATA_FILE)).get("target_lang")
     elif args.source:
         profile = bk.profile_from_text(read_lines(args.source, "source file"), args.source)
     systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references)) for n, p in specs]

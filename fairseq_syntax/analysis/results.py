@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import re
 import shlex
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
+from .rendering import legend, md_code, md_row, md_text, plot_text
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, corpus_score, make_metric, paired_bootstrap, statistics_width
 
 PROG = "fairseq-syntax-report"
@@ -41,18 +41,16 @@ METRIC_KEYS = ("BLEU", "chrF2")
 
 # ------------------------------------------------------------------------------ record
 def checkpoint_facts(save_dir: str) -> Dict:
-    """Updates and epoch of ``checkpoint_last.pt``, best epoch and valid loss of ``checkpoint_best.pt``."""
-    import torch
+    """Updates and epoch of ``checkpoint_last.pt``, best epoch and valid loss of ``checkpoint_best.pt``
+    (read weights-only: a checkpoint holding anything but fairseq's own objects is refused, not run)."""
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
 
     facts: Dict = {}
     for which in ("last", "best"):
         path = os.path.join(save_dir, f"checkpoint_{which}.pt")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=False)
-        except FileNotFoundError:
-            raise InputError(path, None, "not found: the run did not save a checkpoint") from None
-        except Exception as error:  # a damaged file: name it
-            raise InputError(path, None, f"cannot be read as a fairseq checkpoint ({type(error).__name__})") from None
+        if not os.path.lexists(path):
+            raise InputError(path, None, "not found: the run did not save a checkpoint")
+        state = load_checkpoint(path)
         if not isinstance(state, dict) or not isinstance(state.get("optimizer_history", []), list):
             raise InputError(path, None, "is not a fairseq checkpoint (no optimizer history)")
         extra = state.get("extra_state") or {}
@@ -289,20 +287,8 @@ def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str
     alone = sorted(r["seed"] for r in results if r["model"] == system and test in r["tests"] and r["seed"] not in have)
     if not alone:
         return ""
-    return f" (seed{'s' if len(alone) > 1 else ''} {', '.join(map(str, alone))} without a `{baseline}` run: not tested)"
-
-
-def _md(name: str) -> str:
-    """A name as Markdown code in a table cell (pipes and backticks would break the table)."""
-    return "`" + name.replace("`", "'").replace("|", "\\|") + "`"
-
-
-def _code(text: str) -> str:
-    """``text`` as one Markdown code span, whatever backticks it holds (CommonMark: a longer fence)."""
-    longest = max((len(run) for run in re.findall("`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    seeds = f"seed{'s' if len(alone) > 1 else ''} {', '.join(map(str, alone))}"
+    return f" ({seeds} without a {md_code(baseline)} run: not tested)"
 
 
 def _verdict(rows: List[Dict], alpha: float) -> str:
@@ -324,7 +310,8 @@ def _verdict(rows: List[Dict], alpha: float) -> str:
 def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05,
                command: Optional[str] = None) -> str:
     """The Markdown table(s), one per test set; ``command`` (the ``table`` command line that made it) closes it,
-    so anyone can rebuild the table from the committed results and compare."""
+    so anyone can rebuild the table from the committed results and compare. Every name and field read from
+    the results is escaped (:mod:`.rendering`): a row stays one row of its cells whatever a name holds."""
     tests = sorted({t for r in results for t in r["tests"]})
     out = []
     for test in tests:
@@ -332,9 +319,10 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
         for r in here[1:]:
             _check_same_sentences(r, here[0], test)
         models = sorted({r["model"] for r in here}, key=lambda m: (m != baseline, m))
-        out.append(f"**{test}** ({here[0]['tests'][test]['sentences']} sentences; "
-                   f"BLEU {here[0]['tests'][test]['signatures']['BLEU']})\n")
-        out.append(f"| model | seeds | training | BLEU | chrF2 | vs {_md(baseline)} (paired bootstrap, BLEU, per seed) |")
+        out.append(f"**{md_text(test)}** ({here[0]['tests'][test]['sentences']} sentences; "
+                   f"BLEU {md_text(here[0]['tests'][test]['signatures']['BLEU'])})\n")
+        out.append(md_row(["model", "seeds", "training", "BLEU", "chrF2",
+                           f"vs {md_code(baseline)} (paired bootstrap, BLEU, per seed)"]))
         out.append("|---|---|---|---|---|---|")
         for m in models:
             runs = sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"])
@@ -345,19 +333,19 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
             training = f"{', '.join(stops)} ({updates} updates)"
             verdict = "(baseline)" if m == baseline else \
                 _verdict(compare_seeds(here, m, baseline, test), alpha) + _unpaired(here, m, baseline, test)
-            out.append(f"| {_md(m)} | {','.join(str(r['seed']) for r in runs)} | {training} | {_mean_std(bleu)} | "
-                       f"{_mean_std(chrf)} | {verdict} |")
+            out.append(md_row([md_code(m), ",".join(str(r["seed"]) for r in runs), md_text(training),
+                               _mean_std(bleu), _mean_std(chrf), verdict]))
         for system, base in compares:
             rows = compare_seeds(here, system, base, test)
             if rows:
-                out.append(f"\n{_md(system)} against {_md(base)} (same seeds): {_verdict(rows, alpha)}"
+                out.append(f"\n{md_code(system)} against {md_code(base)} (same seeds): {_verdict(rows, alpha)}"
                            + _unpaired(here, system, base, test))
         out.append("")
     out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
                f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
                "of the other model; a zero difference counts as p = 1.")
     if command:
-        out.append(f"\nRebuilt from {len(results)} result file{'s' if len(results) != 1 else ''} by {_code(command)}.")
+        out.append(f"\nRebuilt from {len(results)} result file{'s' if len(results) != 1 else ''} by {md_code(command)}.")
     return "\n".join(out) + "\n"
 
 
@@ -407,13 +395,12 @@ def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for model, pts in sorted(points.items()):
-        ax.plot([p for p, _ in pts], [b for _, b in pts], "o-", label=model)
+    lines = [ax.plot([p for p, _ in pts], [b for _, b in pts], "o-")[0] for _model, pts in sorted(points.items())]
     ax.set_xlabel("p: probability that a word's parse is perturbed (test set)")
     ax.set_ylabel("BLEU")
     if title:
-        ax.set_title(title, fontsize=9)
-    ax.legend(loc="best", fontsize=8)
+        ax.set_title(plot_text(title), fontsize=9)
+    legend(ax, lines, sorted(points), loc="best", fontsize=8)
     fig.tight_layout()
     return fig
 

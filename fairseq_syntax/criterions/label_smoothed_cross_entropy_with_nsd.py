@@ -53,7 +53,6 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from fairseq.dataclass import ChoiceEnum
 
 from fairseq_syntax.criterions.target_nsd import (
-    add_target_nsd,
     no_source_terms,
     reduce_nsd_metrics,
     reduce_target_nsd_metrics,
@@ -65,8 +64,10 @@ from fairseq_syntax.data.syntax_features import CONSTITUENCY_FEATURES, DEPENDENC
 from fairseq_syntax.modules.syntactic_distance import (
     NSD_LOGITS_KEY,
     NSD_MASK_KEY,
+    NSD_DIST_UNITS,
     NSD_RANK_NORMS,
     distance_class,
+    distance_unit_scales,
     expected_distance,
     nsd_cross_entropy,
     nsd_rank_hinge,
@@ -92,13 +93,20 @@ class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionC
         default=1.0, metadata={"help": "weight of eq. 19's pairwise ranking hinge (times --nsd-dist-weight)"},
     )
     nsd_ent_weight: float = field(
-        default=1.0,
-        metadata={"help": "weight of the cross-entropy of the predicted distances, paper 002 eq. 20; paper: 1"},
+        default=0.25,
+        metadata={"help": "weight of the cross-entropy of the predicted distances, paper 002 eq. 20 (paper: 1, on a per-token scale we read as its toolkit's); 0.25 keeps its gradient on the shared layers below the translation's at initialisation"},
     )
     nsd_rank_norm: ChoiceEnum(NSD_RANK_NORMS) = field(
         default="token",
         metadata={"help": "scale of eq. 19's hinge: token = each sentence's hinge / its pairs * its tokens (a sum "
                           "over tokens like the other terms); none = the plain sum over all pairs (0.2)"},
+    )
+    nsd_dist_units: ChoiceEnum(NSD_DIST_UNITS) = field(
+        default="range",
+        metadata={"help": "units of eq. 19's distances: range = d and the predicted d divided by the clipping range "
+                          "D (--nsd-max-distance), so the squared error and hinge are per-token quantities on the "
+                          "translation loss's scale; raw = distance units as eq. 19 is printed (a squared error of "
+                          "about 26 per token at initialisation, which swamps translation)"},
     )
     nsd_loss_eos: bool = field(
         default=False,
@@ -112,7 +120,7 @@ class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionC
 
 
 def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Optional[Tensor] = None,
-               rank_norm: str = "none") -> Dict[str, Tensor]:
+               rank_norm: str = "none", units: str = "raw") -> Dict[str, Tensor]:
     """The source NSD loss terms of paper 002 for one batch.
 
     Args:
@@ -122,9 +130,10 @@ def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Opti
         counted: ``(B, T)`` True where a token has a gold distance (default: every real token);
             the criterion leaves out ``</s>`` and lines without a tree here.
         rank_norm: ``--nsd-rank-norm`` (``token`` or ``none``).
+        units: ``--nsd-dist-units``: eq. 19 on raw distances, or on distances divided by ``D`` (``range``).
 
     Returns:
-        sums over counted tokens: ``mse`` and ``rank`` (eq. 19), ``ent`` (eq. 20), ``correct``
+        sums over counted tokens: ``mse`` and ``rank`` (eq. 19, in ``units``), ``ent`` (eq. 20), ``correct``
         (argmax hits) and ``tokens`` (counted tokens).
     """
     mask = ~padding_mask
@@ -134,9 +143,10 @@ def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Opti
     gold = gold.to(logits.device)
     predicted = expected_distance(logits)  # d̂_i
     hits = logits.argmax(-1).eq(distance_class(gold, max_distance)) & mask
+    mse_scale, rank_scale = distance_unit_scales(units, max_distance)
     return {
-        "mse": nsd_squared_error(predicted, gold, mask, max_distance),
-        "rank": nsd_rank_hinge(predicted, gold, mask, max_distance, norm=rank_norm),
+        "mse": nsd_squared_error(predicted, gold, mask, max_distance) * mse_scale,
+        "rank": nsd_rank_hinge(predicted, gold, mask, max_distance, norm=rank_norm) * rank_scale,
         "ent": nsd_cross_entropy(logits, gold, mask),
         "correct": hits.sum(),
         "tokens": mask.sum(),
@@ -155,12 +165,13 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
         ignore_prefix_size: int = 0,
         report_accuracy: bool = False,
         nsd_dist_weight: float = 1.0,
-        nsd_ent_weight: float = 1.0,
+        nsd_ent_weight: float = 0.25,
         nsd_distance_key: str = "",
         nsd_mse_weight: float = 1.0,
         nsd_rank_weight: float = 1.0,
         nsd_rank_norm: str = "token",
         nsd_loss_eos: bool = False,
+        nsd_dist_units: str = "range",
     ) -> None:
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         weights = {"nsd_dist_weight": nsd_dist_weight, "nsd_mse_weight": nsd_mse_weight,
@@ -172,14 +183,18 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
         if str(nsd_rank_norm) not in NSD_RANK_NORMS:
             raise UsageError(f"--nsd-rank-norm must be one of {list(NSD_RANK_NORMS)}, got {nsd_rank_norm!r}")
         self.nsd_rank_norm = str(nsd_rank_norm)
+        if str(nsd_dist_units) not in NSD_DIST_UNITS:
+            raise UsageError(f"--nsd-dist-units must be one of {list(NSD_DIST_UNITS)}, got {nsd_dist_units!r}")
+        self.nsd_dist_units = str(nsd_dist_units)
         self.nsd_loss_eos = bool(nsd_loss_eos)
         self.nsd_distance_key = nsd_distance_key or None
 
     def forward(self, model, sample: Dict[str, Any], reduce: bool = True) -> Tuple[Tensor, int, Dict[str, Any]]:
         """Loss, sample size and logging outputs (see fairseq's criterion), NSD terms added."""
         net_output = model(**sample["net_input"])
-        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
+        parts, nll_loss, unweighted = self.weighted_terms(model, net_output, sample, reduce=reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        loss = sum(parts.values())  # eq. 17
         logging_output = {
             "loss": loss.data,
             "nll_loss": nll_loss.data,
@@ -191,28 +206,43 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = utils.item(n_correct.data)
             logging_output["total"] = utils.item(total.data)
+        for prefix, terms in unweighted.items():
+            for name in ("mse", "rank", "ent"):
+                logging_output[f"{prefix}{name}"] = terms[name].data
+            logging_output[f"{prefix}correct"] = utils.item(terms["correct"].data)
+            logging_output[f"{prefix}tokens"] = utils.item(terms["tokens"].data)
+        return loss, sample_size, logging_output
 
-        terms = self.compute_nsd_losses(net_output, sample, model)
-        dist = self.nsd_mse_weight * terms["mse"] + self.nsd_rank_weight * terms["rank"]  # eq. 19
-        loss = loss + self.nsd_dist_weight * dist + self.nsd_ent_weight * terms["ent"]  # eq. 17
-        logging_output["loss"] = loss.data
-        for name in ("mse", "rank", "ent"):
-            logging_output[f"nsd_{name}"] = terms[name].data
-        logging_output["nsd_correct"] = utils.item(terms["correct"].data)
-        logging_output["nsd_tokens"] = utils.item(terms["tokens"].data)
+    def weighted_terms(self, model, net_output, sample: Dict[str, Any],
+                       reduce: bool = True) -> Tuple[Dict[str, Tensor], Tensor, Dict[str, Dict[str, Tensor]]]:
+        """Each term of eq. 17 with its weight (their sum is the loss), the translation's NLL, and the
+        unweighted distance terms by logging prefix (``nsd_``: source, ``tgt_nsd_``: target).
+
+        Keys: ``translation`` (fairseq's label-smoothed cross-entropy), ``mse``, ``rank`` (eq. 19,
+        times ``--nsd-dist-weight`` and their own weights) and ``ent`` (eq. 20, times
+        ``--nsd-ent-weight``) of the source, and ``tgt_mse``, ``tgt_rank``, ``tgt_ent`` of the target
+        when the decoder predicts distances.
+        """
+        translation, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
+        parts = {"translation": translation}
+        unweighted = {"nsd_": self.compute_nsd_losses(net_output, sample, model)}
         # target side (paper 002 secs. 3.1-3.3; None when the decoder predicts no distances)
         tgt_key = getattr(getattr(model, "decoder", None), "nsd_key", None) or "distance"
-        tgt_terms = target_nsd_losses(net_output, sample, self.target_terms, tgt_key, self.padding_idx,
-                                      self.task.target_dictionary.eos())
-        if tgt_terms is not None:
-            loss = add_target_nsd(loss, tgt_terms, self.nsd_dist_weight, self.nsd_ent_weight, logging_output,
-                                  self.nsd_mse_weight, self.nsd_rank_weight)
-        return loss, sample_size, logging_output
+        target = target_nsd_losses(net_output, sample, self.target_terms, tgt_key, self.padding_idx,
+                                   self.task.target_dictionary.eos())
+        if target is not None:
+            unweighted["tgt_nsd_"] = target
+        for prefix, terms in unweighted.items():
+            side = "" if prefix == "nsd_" else "tgt_"
+            parts[side + "mse"] = self.nsd_dist_weight * self.nsd_mse_weight * terms["mse"]  # eq. 19
+            parts[side + "rank"] = self.nsd_dist_weight * self.nsd_rank_weight * terms["rank"]
+            parts[side + "ent"] = self.nsd_ent_weight * terms["ent"]  # eq. 20
+        return parts, nll_loss, unweighted
 
     def target_terms(self, logits: Tensor, gold: Tensor, ignored: Tensor,
                      counted: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """The target's eqs. 19-20: :func:`nsd_losses` with this criterion's hinge normalisation."""
-        return nsd_losses(logits, gold, ignored, counted, self.nsd_rank_norm)
+        return nsd_losses(logits, gold, ignored, counted, self.nsd_rank_norm, self.nsd_dist_units)
 
     def compute_nsd_losses(self, net_output, sample: Dict[str, Any], model=None) -> Dict[str, Tensor]:
         """Eqs. 19-20 from the model's ``extra`` output and the gold distances of the batch."""
@@ -240,7 +270,7 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
             counted = sample["net_input"]["src_tokens"].ne(self.task.source_dictionary.eos()).to(padding.device)
         if key + "_mask" in syntax:  # constituency: lines without a tree have no gold distance
             counted = counted & syntax[key + "_mask"].to(padding.device)
-        return nsd_losses(logits[0], gold, padding, counted, self.nsd_rank_norm)
+        return nsd_losses(logits[0], gold, padding, counted, self.nsd_rank_norm, self.nsd_dist_units)
 
     @staticmethod
     def model_key(model, syntax: Dict[str, Tensor]) -> str:

@@ -20,12 +20,11 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 from torch import Tensor
 
-from fairseq import utils
 from fairseq.logging import metrics
 
 from fairseq_syntax.modules.target_distance import TGT_NSD_LOGITS_KEY
 
-__all__ = ["target_nsd_losses", "add_target_nsd", "no_source_terms", "reduce_target_nsd_metrics"]
+__all__ = ["target_nsd_losses", "no_source_terms", "reduce_target_nsd_metrics"]
 
 #: what a loss-term function takes and returns:
 #: ``(logits, gold, ignored, counted) -> {mse, rank, ent, correct, tokens}``
@@ -71,18 +70,6 @@ def no_source_terms(net_output: Any) -> Optional[Dict[str, Tensor]]:
     zero = logits[0].new_zeros((), dtype=torch.float32)
     count = torch.zeros((), dtype=torch.long, device=zero.device)
     return {"mse": zero, "rank": zero, "ent": zero, "correct": count, "tokens": count}
-
-
-def add_target_nsd(loss: Tensor, terms: Dict[str, Tensor], dist_weight: float, ent_weight: float,
-                   logging_output: Dict[str, Any], mse_weight: float = 1.0, rank_weight: float = 1.0) -> Tensor:
-    """``loss + w_dist (w_mse mse + w_rank rank) + w_ent ent`` (eqs. 17, 19-20 on the target); logs the sums."""
-    loss = loss + dist_weight * (mse_weight * terms["mse"] + rank_weight * terms["rank"]) + ent_weight * terms["ent"]
-    for name in ("mse", "rank", "ent"):
-        logging_output[f"tgt_nsd_{name}"] = terms[name].data
-    logging_output["tgt_nsd_correct"] = utils.item(terms["correct"].data)
-    logging_output["tgt_nsd_tokens"] = utils.item(terms["tokens"].data)
-    logging_output["loss"] = loss.data
-    return loss
 
 
 def reduce_nsd_metrics(logging_outputs: List[Dict[str, Any]], prefix: str) -> None:

@@ -16,7 +16,7 @@ import re
 from typing import Dict, List
 
 from fairseq_syntax_core import indexed_files
-from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY
+from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY, check_metadata
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
 
@@ -45,7 +45,7 @@ def read_metadata(path: str) -> Dict:
             f"format_version {version!r}: this fairseq-syntax reads data-bins up to version {FORMAT_VERSION} "
             "(made by a newer release, or edited); upgrade fairseq-syntax or re-run its preprocessing",
         )
-    return metadata
+    return check_metadata(metadata, path)  # every name that makes a path: splits, languages, streams
 
 
 def check_dictionary(path: str, what: str) -> None:
@@ -85,7 +85,8 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
 
     Every path must be a data-bin of ours sharing the first's dictionaries, BPE codes and parse
     settings (:func:`fairseq_syntax_core.shards.check_same_run`), else a DataBinError naming it.
-    Returns warnings: shards of a sharded run that are missing from the list, or listed twice.
+    Returns warnings: shards of a sharded run listed twice (those missing from the list are named
+    when the train split is loaded: :func:`fairseq_syntax_core.shards.missing_shards`).
     """
     from fairseq_syntax_core.databin import METADATA_FILE
     from fairseq_syntax_core.shards import SHARD_KEY, check_same_ids, check_same_run, check_same_train_content
@@ -94,7 +95,6 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
         return []
     seen: Dict[int, str] = {}
     warnings = []
-    total = None
     cut = None  # (num_shards, train_total_lines, train_files) of the first shard: every shard must share it
     first_shard = None  # the first shard's record: every shard must be cut from its train bytes
     for position, path in enumerate(paths):
@@ -128,10 +128,4 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
                 warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
                                 "are trained on twice as often")
             seen[shard.get("id")] = path
-            total = shard.get("num_shards")
-    if seen and isinstance(total, int):
-        missing = sorted(set(range(total)) - set(seen))
-        if missing:
-            warnings.append(f"the data paths hold {len(seen)} of {total} shards (missing: "
-                            f"{', '.join(str(k) for k in missing)}): those train lines are never seen")
     return warnings

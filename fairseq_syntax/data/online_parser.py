@@ -7,25 +7,31 @@ ids can differ from the words preprocessing parsed (one unknown word becomes sev
 ``<unk>`` words, one a second root), and the same checkpoint would translate the same
 sentence differently in ``fairseq-generate`` and ``fairseq-interactive``.
 
-So the task keeps, for each line it encodes (``get_interactive_tokens_and_lengths`` for
-``fairseq-interactive``, :class:`~fairseq_syntax.hub.SyntaxHubInterface` for the hub), the
-tokenized and BPE-segmented text beside its ids (:class:`SourceTexts`). ``fairseq-interactive``
-then batches the ids in length order and calls ``inference_step`` with ids only: each row
-is matched back to its text by its ids, first in first out among equal rows (batches come in
-the order of the dataset's stable length sort, so equal rows keep their input order). The
-words are the text's pieces joined (subword-nmt's ``@@``), parsed with the spaCy pipeline
-recorded in the data-bin's ``syntax.json`` (or ``--syntax-parser``), projected onto exactly
-those pieces with the recorded rule, and turned into features by the functions the dataset
-uses (:mod:`fairseq_syntax.data.syntax_features`); the phrase structure is converted from
-the parse (:func:`fairseq_syntax_core.phrase.from_dependency`) as preprocessing does by
-default. A model trained on imported brackets thus sees converted trees on raw text: a
-warning names the difference, and ``--strict-phrase-structure`` refuses instead (there is no
-constituency parser to run here). A row with no text (a caller that bypasses
-both entry points) falls back to words rebuilt from the ids, with a warning.
+So the task keeps, for each source it will decode, the tokenized and BPE-segmented text beside
+its ids, by its sample id (:class:`SourceTexts`): the position of the line in
+``fairseq-interactive``'s buffer (``get_interactive_tokens_and_lengths``), or of the tensor in
+the list given to the hub's ``generate`` (:class:`~fairseq_syntax.hub.SyntaxHubInterface`), which
+is the id the inference dataset gives that row. The hub's batches carry these ids
+(``sample["id"]``); ``fairseq-interactive`` keeps them in its ``Batch.ids`` and calls
+``inference_step`` with ids only, so a wrapper of its ``make_batches``
+(:mod:`fairseq_syntax.compat`) hands each batch's ids to the task first. A row takes the text
+of its own sample id, and only when its ids equal the ids stored with that text: rows with
+equal ids but different texts (``The ЖЖЖ runs .`` and ``The Ж Ж Ж runs .``, both ``<unk>``
+three times) cannot swap their parses (a batch without ids gets the text of its ids only
+where all kept sources with those ids share one text). The words are the text's pieces
+joined (subword-nmt's ``@@``), parsed with the spaCy pipeline recorded in the data-bin's
+``syntax.json`` (or ``--syntax-parser``), projected onto exactly those pieces with the
+recorded rule, and turned into features by the functions the dataset uses
+(:mod:`fairseq_syntax.data.syntax_features`); the phrase structure is converted from the
+parse (:func:`fairseq_syntax_core.phrase.from_dependency`) as preprocessing does by default.
+A model trained on imported brackets thus sees converted trees on raw text: a warning names
+the difference, and ``--strict-phrase-structure`` refuses instead (there is no constituency
+parser to run here). A row with no text (a caller that bypasses both entry points, or whose
+ids are not those kept for its sample id) falls back to words rebuilt from the ids, with a
+warning.
 """
 
 import logging
-from collections import OrderedDict, deque
 from typing import Dict, Iterable, List, Optional, Sequence
 
 import torch
@@ -41,38 +47,51 @@ logger = logging.getLogger(__name__)
 
 
 class SourceTexts:
-    """Encoded source text by its ids: what inference parses instead of dictionary symbols."""
+    """The encoded text of each source of one inference run, by its sample id, beside its ids."""
 
-    def __init__(self, capacity: int = 100_000) -> None:
-        self.capacity = capacity
-        self._texts: "OrderedDict[bytes, deque]" = OrderedDict()
-        self._count = 0
+    def __init__(self) -> None:
+        self._entries: List[Optional[tuple]] = []  # sample id -> (ids as bytes, text) or None
 
     @staticmethod
     def key(ids: Tensor) -> bytes:
         return ids.detach().to("cpu", torch.int64).numpy().tobytes()
 
     def clear(self) -> None:
-        self._texts.clear()
-        self._count = 0
+        self._entries = []
 
-    def add(self, ids: Tensor, text: str) -> None:
-        self._texts.setdefault(self.key(ids), deque()).append(text)
-        self._count += 1
-        while self._count > self.capacity:  # texts encoded but never decoded
-            _, oldest = self._texts.popitem(last=False)
-            self._count -= len(oldest)
+    def record(self, tokens: Sequence[Tensor], texts: Sequence[Optional[str]]) -> None:
+        """Replace what is kept: sample id ``i`` is ``tokens[i]``, whose text is ``texts[i]`` (None: none)."""
+        self._entries = [None if text is None else (self.key(ids), text) for ids, text in zip(tokens, texts)]
 
-    def take(self, src_tokens: Tensor, pad: int) -> List[Optional[str]]:
-        """The text of each row of a padded batch (None where none was kept), removing it."""
+    def texts_for(
+        self, src_tokens: Tensor, pad: int, sample_ids: Optional[Sequence[int]]
+    ) -> List[Optional[str]]:
+        """The text of each row of a padded batch: that of its sample id, if its ids are the ids stored with it.
+
+        A row whose ids differ from its id's (a caller that numbers rows otherwise) gets None,
+        with a warning. Without sample ids, a row gets a text only when every kept source with
+        its ids has that same text: equal ids of different texts are never guessed between.
+        """
+        rows = [self.key(row[row.ne(pad)]) for row in src_tokens.detach().cpu()]
+        if sample_ids is None:
+            by_key: Dict[bytes, set] = {}
+            for entry in self._entries:
+                if entry is not None:
+                    by_key.setdefault(entry[0], set()).add(entry[1])
+            return [next(iter(by_key[k])) if len(by_key.get(k, ())) == 1 else None for k in rows]
         texts: List[Optional[str]] = []
-        for row in src_tokens.detach().cpu():
-            queue = self._texts.get(self.key(row[row.ne(pad)]))
-            if queue:
-                texts.append(queue.popleft())
-                self._count -= 1
-            else:
-                texts.append(None)
+        mismatched = 0
+        for key, index in zip(rows, sample_ids):
+            entry = self._entries[index] if 0 <= index < len(self._entries) else None
+            if entry is not None and entry[0] != key:
+                mismatched += 1
+                entry = None
+            texts.append(None if entry is None else entry[1])
+        if mismatched:
+            logger.warning(
+                f"{mismatched} source row(s) of this batch differ from the text kept for their sample id: "
+                "parsing them from dictionary ids instead"
+            )
         return texts
 
 

@@ -1,14 +1,21 @@
-"""Where a model's parses came from: recorded in its checkpoint, compared when it parses raw text.
+"""Which data a model was trained on: recorded in its checkpoint, compared whenever it is loaded.
 
-A model trained on one data-bin learns that data-bin's parser, projection rule and BPE
-segmentation. At training, the task records them in the model's args (``syntax_provenance``,
-saved in the checkpoint like fairseq's other derived settings): the parser's name and version
-(and spaCy's), the projection rule, the SHA-256 of the BPE codes and the source of the phrase
-structure. When the model later
-parses raw text (``fairseq-interactive``, the hub), the parse comes from the data-bin given at
-decoding and the parser installed now: :func:`differences` names each field that differs, and
-the task warns with both values. ``--syntax-parser`` chooses another parser on purpose: that
-field is then reported as an override, not as a mismatch.
+A model trained on one data-bin learns that data-bin's ids (its dictionaries: text, labels,
+POS), its BPE segmentation, its parser and its projection rule. At training, the task records
+them in the model's args (``syntax_provenance``, saved in the checkpoint like fairseq's other
+derived settings; for every model, fairseq's own included, also in the checkpoint's task state):
+the SHA-256 of each dictionary and of the BPE codes, the parser's name and version (and spaCy's),
+the projection rule and the source of the phrase structure.
+
+* **Identity** (:func:`differing_files`): every load of a checkpoint onto a data-bin
+  (fairseq-generate, -interactive, -validate, the hub, and fairseq-train restoring weights:
+  :func:`restored_checkpoint`) compares the dictionaries and BPE codes by hash; the task refuses
+  a data-bin whose files differ, naming them (``--allow-other-data-bin``: a warning).
+  Checkpoints of earlier releases record no such hashes (:func:`unchecked`): a warning says so.
+* **Parses** (:func:`differences`): when the model parses raw text (``fairseq-interactive``, the
+  hub), the parse comes from the data-bin given at decoding and the parser installed now: the
+  task warns with both values of each field that differs. ``--syntax-parser`` chooses another
+  parser on purpose: that field is then reported as an override, not as a mismatch.
 """
 
 import hashlib
@@ -16,13 +23,22 @@ import json
 import os
 from typing import Dict, List, Optional
 
-__all__ = ["ARG", "of_data_bin", "differences", "encode", "decode"]
+from fairseq_syntax_core.databin import CODES_FILE
+from fairseq_syntax_core.shards import id_files
 
-#: the name under which a checkpoint's model args hold the provenance (a JSON string)
+__all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_files", "unchecked",
+           "restored_checkpoint", "encode", "decode"]
+
+#: the name under which a checkpoint's model args (and task state) hold the provenance (a JSON string)
 ARG = "syntax_provenance"
 #: ``bpe_codes_sha256`` of a data-bin of whole words (no BPE)
 NO_BPE = "none"
+#: {file name: SHA-256} of the data-bin's dictionaries (text, and each symbol stream's, both sides)
+DICTIONARIES = "dictionaries_sha256"
+#: the fields compared when raw text is parsed (:func:`differences`)
 FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
+#: how many hex digits of a hash messages show
+SHORT = 12
 
 
 def _sha256(path: str) -> Optional[str]:
@@ -54,7 +70,19 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
         "bpe_codes_sha256": codes,
         # where the phrase structure came from (imported brackets or the dependency conversion)
         "phrase_structure": (metadata.get("phrase_structure") or {}).get("source"),
+        DICTIONARIES: dictionary_hashes(data_path, metadata),
     }
+
+
+def dictionary_hashes(data_path: str, metadata: Dict) -> Dict[str, str]:
+    """{name: SHA-256} of the dictionaries the data-bin holds (``dict.SRC.txt``, ``dict.TGT.txt``, and
+    ``dict.L.{deplabel,pos,...}.txt`` of every parsed side), by the files' bytes."""
+    hashes = {}
+    for name in id_files(metadata):
+        digest = None if name == CODES_FILE else _sha256(os.path.join(data_path, name))
+        if digest is not None:
+            hashes[name] = digest
+    return hashes
 
 
 def encode(provenance: Dict[str, Optional[str]]) -> str:
@@ -62,14 +90,19 @@ def encode(provenance: Dict[str, Optional[str]]) -> str:
 
 
 def decode(value) -> Optional[Dict[str, Optional[str]]]:
-    """The provenance stored in a checkpoint's args (None for checkpoints made before it existed)."""
+    """The provenance stored in a checkpoint's args (None for checkpoints made before it existed;
+    without ``dictionaries_sha256`` for those made before dictionaries were hashed)."""
     if not value:
         return None
     try:
         data = json.loads(value) if isinstance(value, str) else dict(value)
     except (TypeError, ValueError):
         return None
-    return {k: data.get(k) for k in FIELDS}
+    hashes = data.get(DICTIONARIES)
+    decoded = {k: data.get(k) for k in FIELDS}
+    if isinstance(hashes, dict):
+        decoded[DICTIONARIES] = dict(hashes)
+    return decoded
 
 
 def differences(trained: Dict[str, Optional[str]], now: Dict[str, Optional[str]]) -> List[str]:
@@ -80,3 +113,77 @@ def differences(trained: Dict[str, Optional[str]], now: Dict[str, Optional[str]]
         if a is not None and b is not None and a != b:
             out.append(f"{key}: trained with {a}, now {b}")
     return out
+
+
+def _short(digest: str) -> str:
+    return "no BPE" if digest == NO_BPE else digest[:SHORT]
+
+
+def differing_files(trained: Dict, now: Dict) -> List[str]:
+    """``"FILE (sha256 A at training, B now)"`` for each dictionary and the BPE codes whose hash differs.
+
+    Only files both record are compared: a dictionary the data-bin given now lacks (a target
+    side that was not parsed) is not needed to decode.
+    """
+    out = []
+    hashes_now = now.get(DICTIONARIES) or {}
+    for name, digest in sorted((trained.get(DICTIONARIES) or {}).items()):
+        if hashes_now.get(name) not in (None, digest):
+            out.append(f"{name} (sha256 {_short(digest)} at training, {_short(hashes_now[name])} now)")
+    a, b = trained.get("bpe_codes_sha256"), now.get("bpe_codes_sha256")
+    if a is not None and b is not None and a != b:
+        out.append(f"{CODES_FILE} (sha256 {_short(a)} at training, {_short(b)} now)")
+    return out
+
+
+def unchecked(trained: Optional[Dict]) -> Optional[str]:
+    """What a checkpoint's provenance lacks to compare its data-bin's files (None: nothing)."""
+    if not trained:
+        return "records no hashes of its data-bin's dictionaries and BPE codes"
+    if trained.get(DICTIONARIES) is None:
+        return "records no hashes of its data-bin's dictionaries"
+    return None
+
+
+def of_checkpoint(path: str) -> Optional[Dict]:
+    """The provenance a checkpoint file records ({} if none), or None when it cannot be read here
+    (fairseq's own read then reports the file). Read memory-mapped: the weights are not loaded."""
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+    from fairseq_syntax_core.errors import CheckpointError
+
+    try:
+        state = load_checkpoint(path, mmap=True)
+    except CheckpointError:
+        return None
+    if not isinstance(state, dict):
+        return None
+    cfg = state.get("cfg")
+    model = (cfg.get("model") if isinstance(cfg, dict) else None) or state.get("args")
+    stored = model.get(ARG) if isinstance(model, dict) else getattr(model, ARG, None)
+    return decode(stored) or decode((state.get("task_state") or {}).get(ARG)) or {}
+
+
+def restored_checkpoint(model_cfg) -> Optional[str]:
+    """The checkpoint whose weights fairseq-train will load, if that file exists (else None).
+
+    fairseq's ``checkpoint_utils.load_checkpoint`` (0.12): ``--restore-file`` (default
+    ``SAVE_DIR/checkpoint_last.pt``; when that is missing, ``--continue-once`` or
+    ``--finetune-from-model``), with ``--checkpoint-suffix``. ``model_cfg`` is the ``cfg.model``
+    the task's ``build_model`` gets: a legacy model's holds every argument, a dataclass model's
+    is a node of the whole configuration.
+    """
+    settings = model_cfg
+    if not hasattr(settings, "restore_file"):
+        parent = getattr(model_cfg, "_get_parent", lambda: None)()
+        settings = getattr(parent, "checkpoint", None) if parent is not None else None
+        if settings is None:
+            return None
+    restore = getattr(settings, "restore_file", None) or "checkpoint_last.pt"
+    suffix = getattr(settings, "checkpoint_suffix", None) or ""
+    if restore == "checkpoint_last.pt":
+        path = os.path.join(getattr(settings, "save_dir", None) or "checkpoints", f"checkpoint_last{suffix}.pt")
+        if not os.path.exists(path):
+            path = getattr(settings, "continue_once", None) or getattr(settings, "finetune_from_model", None) or path
+    else:
+        path = restore.replace(".pt", suffix + ".pt") if suffix else restore
+    return path if os.path.isfile(path) else None

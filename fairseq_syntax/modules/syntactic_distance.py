@@ -76,6 +76,17 @@ Scale of the hinge (``--nsd-rank-norm``)
     sum over tokens, so that all terms scale alike with the batch; ``none``: the plain sum of
     eq. 19 (0.2's behaviour).
 
+Units of eq. 19 (``--nsd-dist-units``)
+    ``raw``: ``d`` and ``d̂`` in distance units, as eq. 19 is printed. At initialisation the
+    squared error is about 26 per target token (``d̂`` is the mean of the classes, near 0)
+    and its gradient on the shared layers about 100 times the translation loss's, which swamps
+    translation. ``range`` (default): ``d`` and ``d̂`` divided by ``D`` (the hinge's margin of
+    one distance unit with them), so the squared error is ``Σ_i ((d_i - d̂_i) / D)^2`` and the
+    hinge is the raw one divided by ``D``: per-token quantities within ``[0, 4]`` and
+    ``[0, 2 + 1/D]``, summed over tokens like the translation term. The paper gives its loss
+    weights as 1 with no unit; its toolkit (OpenNMT) most likely averaged each loss per token,
+    which is our reading, not a fact the paper states.
+
 Cross-entropy of the distances (eq. 20)
     ``L_ent = -Σ_i log p(d̂_i = d_i | h_i)``: the garbled ``-Σ p(d_i | h_i) log p(d̂_i | h_i)`` read
     as the cross-entropy between the one-hot gold distribution and eq. 11.
@@ -98,6 +109,8 @@ __all__ = [
     "NSD_DISTANCES",
     "NSD_ROOTS",
     "NSD_RANK_NORMS",
+    "NSD_DIST_UNITS",
+    "distance_unit_scales",
     "NSD_UNITS",
     "nsd_distance_key",
     "NSD_LOGITS_KEY",
@@ -128,6 +141,8 @@ NSD_ROOTS: Tuple[str, ...] = ("sentence", "line")
 NSD_UNITS: Tuple[str, ...] = ("piece", "word")
 #: ``--nsd-rank-norm``: the hinge of eq. 19 per token (default) or summed over pairs
 NSD_RANK_NORMS: Tuple[str, ...] = ("token", "none")
+#: ``--nsd-dist-units``: eq. 19 on distances in units of the clipped range D (default) or raw
+NSD_DIST_UNITS: Tuple[str, ...] = ("range", "raw")
 #: where the encoder output dict and the model's ``extra`` output carry the eq. 11 logits
 #: ``[B x T x (2D+1)]`` and the source padding mask ``[B x T]`` (target side: ``tgt_*`` later)
 NSD_LOGITS_KEY = "src_nsd_logits"
@@ -253,6 +268,15 @@ class DistancePredictor(nn.Module):
 
 
 # --------------------------------------------------------------------------- losses
+
+
+def distance_unit_scales(units: str, max_distance: int) -> Tuple[float, float]:
+    """Factors turning eq. 19's raw squared error and hinge into ``units`` (``--nsd-dist-units``)."""
+    if units not in NSD_DIST_UNITS:
+        raise ValueError(f"--nsd-dist-units must be one of {list(NSD_DIST_UNITS)}, got {units!r}")
+    if units == "raw":
+        return 1.0, 1.0
+    return 1.0 / max_distance ** 2, 1.0 / max_distance
 
 
 def expected_distance(logits: Tensor) -> Tensor:

@@ -3,14 +3,16 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional, Set
+from typing import Optional, Sequence, Set
 
 import torch
 from fairseq import utils
 from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from torch import Tensor
 
+from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
     REMAKE, check_dictionary, check_epoch_paths, check_split, read_metadata,
@@ -20,6 +22,7 @@ from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES, derivable_features
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
+from fairseq_syntax.reference_scoring import check_reference_scoring, is_reference_scorer
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
     LABEL,
@@ -33,7 +36,8 @@ from fairseq_syntax_core.databin import (
     registry,
     stream_prefix,
 )
-from fairseq_syntax_core.errors import DataBinError
+from fairseq_syntax_core.errors import DataBinError, UsageError
+from fairseq_syntax_core.shards import missing_shards
 from fairseq_syntax_preprocess.fileio import BOM, is_visible
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,23 @@ def _set_arg(cfg, name: str, value) -> None:
     except ImportError:  # pragma: no cover - fairseq depends on omegaconf
         pass
     setattr(cfg, name, value)
+
+
+def check_config(cfg) -> None:
+    """Refuse, before any data is read, the options of fairseq's translation task that would change the
+    source tokens without their side-files (a UsageError naming the flag and why)."""
+    if getattr(cfg, "truncate_source", False):
+        raise UsageError(
+            "--truncate-source is not supported by --task syntax_translation: it would cut the source text "
+            "but not its parse (the side-files). Leave it out: fairseq then skips the training sentences longer "
+            "than --max-source-positions (valid and test ones with --skip-invalid-size-inputs-valid-test)"
+        )
+    if (getattr(cfg, "num_batch_buckets", 0) or 0) > 0:
+        raise UsageError(
+            f"--num-batch-buckets {cfg.num_batch_buckets} is not supported by --task syntax_translation: it pads "
+            "the source tokens inside each sentence, and the side-files (the parse) are not padded with them. "
+            "Leave it out"
+        )
 
 
 #: how errors name the symbol streams' dictionaries
@@ -95,6 +116,18 @@ class SyntaxTranslationConfig(TranslationConfig):
     )
     length_prior_weight: float = field(
         default=1.0, metadata={"help": "W of --length-prior (the paper: 1; 0: fairseq's beam search)"}
+    )
+    allow_other_data_bin: bool = field(
+        default=False,
+        metadata={
+            "help": "go on, with a warning, when a checkpoint is loaded onto a data-bin whose dictionaries (text, "
+            "labels, POS) or BPE codes differ from those it was trained with (its ids would mean other words). "
+            "Without it fairseq-generate, -interactive, -validate and the hub refuse, naming the files and their "
+            "SHA-256; so does fairseq-train when it restores weights (checkpoint_last.pt, --restore-file, "
+            "--finetune-from-model): fine-tuning on a data-bin made with other dictionaries needs this flag, "
+            "and the new checkpoints record that data-bin. A data-bin made with --dictdir from the training one "
+            "has the same files and needs no flag; other parser versions are only warnings"
+        },
     )
 
 
@@ -131,9 +164,16 @@ class SyntaxTranslationTask(TranslationTask):
         self.source_texts = SourceTexts()
         #: the provenance stored in the checkpoint the model was loaded from (None: trained here, or older)
         self.model_provenance = None
+        #: the provenance in the task state of the checkpoint being loaded (read by load_state_dict), this
+        #: data-bin's (computed once), and the warnings about unchecked checkpoints already given
+        self._state_provenance = None
+        self._data_provenance = None
+        self._provenance_warned: Set[str] = set()
+        self._shards_checked = False
 
     @classmethod
     def setup_task(cls, cfg: SyntaxTranslationConfig, **kwargs):
+        check_config(cfg)
         data_path = utils.split_paths(cfg.data)[0]
         if not os.path.isdir(data_path):
             raise DataBinError(data_path, None, "is not a directory: expected a data-bin made by fairseq-syntax-preprocess")
@@ -200,13 +240,17 @@ class SyntaxTranslationTask(TranslationTask):
 
     # ------------------------------------------------------------------ data
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        if self.cfg.truncate_source:
-            raise ValueError("--truncate-source would cut the source but not its parse; not supported")
-        if self.cfg.num_batch_buckets > 0:
-            raise ValueError("--num-batch-buckets pads inside items; not supported with syntax side-files")
+        check_config(self.cfg)
         paths = utils.split_paths(self.cfg.data)
         if split != self.cfg.train_subset:
             paths = paths[:1]
+        elif not self._shards_checked:  # training: on every shard of a sharded run? (once)
+            self._shards_checked = True
+            listed = [(path, self.metadata if k == 0 else read_metadata(os.path.join(path, METADATA_FILE)))
+                      for k, path in enumerate(paths)]
+            warning = missing_shards(listed)
+            if warning:
+                logger.warning(warning)
         data_path = paths[(epoch - 1) % len(paths)]
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
@@ -271,15 +315,18 @@ class SyntaxTranslationTask(TranslationTask):
             if not combine:
                 break
         if len(shards) > 1 and self.cfg.upsample_primary != 1:
-            raise ValueError("--upsample-primary with several train shards is not supported for side-files")
+            raise UsageError(f"--upsample-primary {self.cfg.upsample_primary} is not supported by --task "
+                             f"syntax_translation when a split has several shards ({split}, {split}1, ...): "
+                             "the side-files are not upsampled with the text")
         return shards[0] if len(shards) == 1 else ConcatDataset(shards)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         from fairseq.data import LanguagePairDataset
 
+        # unshuffled: the sample ids are the sources' positions, which their kept texts go by
         return LanguagePairDataset(
             src_tokens, src_lengths, self.source_dictionary, tgt_dict=self.target_dictionary,
-            constraints=constraints, left_pad_source=self.cfg.left_pad_source,
+            constraints=constraints, left_pad_source=self.cfg.left_pad_source, shuffle=False,
         )
 
     def get_batch_iterator(
@@ -303,18 +350,62 @@ class SyntaxTranslationTask(TranslationTask):
     # ---------------------------------------------------------------- models
     def build_model(self, cfg, from_checkpoint=False):
         if from_checkpoint:
-            # what the model was trained on, compared when it parses raw text (online_parser)
-            self.model_provenance = provenance.decode(getattr(cfg, provenance.ARG, None))
-        elif _is_syntax_model(cfg):
-            _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
+            # what the model was trained on (its args; fairseq's own models: the task state loaded just
+            # before): its data-bin's files are compared now, its parser when it parses raw text (online_parser)
+            stored, self._state_provenance = self._state_provenance, None
+            self.model_provenance = provenance.decode(getattr(cfg, provenance.ARG, None)) or stored
+            self._check_data_bin(self.model_provenance, "the checkpoint")
+        else:
+            # fairseq-train loads a checkpoint's weights after this (resuming, --restore-file, --finetune-from-model)
+            restored = provenance.restored_checkpoint(cfg)
+            trained = provenance.of_checkpoint(restored) if restored else None
+            if trained is not None:
+                self._check_data_bin(trained, f"the checkpoint fairseq-train restores ({restored})")
+            if _is_syntax_model(cfg):
+                _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
         model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
         return model
 
     def data_provenance(self):
-        """Parser, its version, projection rule and BPE codes' hash of this data-bin (:mod:`..data.provenance`)."""
-        return provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
+        """Dictionaries' and BPE codes' hashes, parser, its version and projection rule of this data-bin
+        (:mod:`..data.provenance`; the first data path: every other shares its dictionaries)."""
+        if self._data_provenance is None:
+            self._data_provenance = provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
+        return self._data_provenance
+
+    def state_dict(self):
+        """fairseq's task state, plus this data-bin's provenance: checkpoints of every model record it
+        (fairseq's own models take no extra args)."""
+        state = dict(super().state_dict())
+        state[provenance.ARG] = provenance.encode(self.data_provenance())
+        return state
+
+    def load_state_dict(self, state_dict):
+        """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
+        state_dict = dict(state_dict)
+        self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
+        super().load_state_dict(state_dict)
+
+    def _check_data_bin(self, trained, what: str) -> None:
+        """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries or BPE codes
+        differ from this one's, naming them; warn once when the checkpoint records no hashes to compare."""
+        data_path = utils.split_paths(self.cfg.data)[0]
+        missing = provenance.unchecked(trained)
+        if missing is not None and missing not in self._provenance_warned:
+            self._provenance_warned.add(missing)
+            logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
+                           f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
+        differing = provenance.differing_files(trained or {}, self.data_provenance())
+        if not differing:
+            return
+        message = (f"{', '.join(differing)} {'differs' if len(differing) == 1 else 'differ'} from the data-bin "
+                   f"{what} was trained on: the model's ids would stand for other words or pieces")
+        if not getattr(self.cfg, "allow_other_data_bin", False):
+            raise DataBinError(data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
+                                                "or give --allow-other-data-bin to go on")
+        logger.warning(f"{data_path}: {message}; going on (--allow-other-data-bin)")
 
     def request_inputs(self, model, require_target: bool = False) -> None:
         """Record the syntax features a model consumes (the union over an ensemble).
@@ -373,6 +464,17 @@ class SyntaxTranslationTask(TranslationTask):
             criterion.begin_micro_batch(update_num)
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
+    def valid_step(self, sample, model, criterion):
+        """fairseq's (``--eval-bleu`` included); a decoder that reads target distances is also scored
+        with the distances generation feeds back (``nll_loss_fed``, :mod:`..criterions.fed_back_validation`)."""
+        loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        logging_output.update(fed_back_logging(model, criterion, sample))
+        return loss, sample_size, logging_output
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        reduce_fed_back_metrics(logging_outputs)
+
     # ------------------------------------------------------------- inference
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
                         prefix_allowed_tokens_fn=None):
@@ -380,6 +482,9 @@ class SyntaxTranslationTask(TranslationTask):
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
+        if getattr(args, "score_reference", False):  # teacher-forced: gold target distances, or a refusal
+            check_reference_scoring(models, utils.split_paths(self.cfg.data)[0], self.cfg.target_lang,
+                                    bool(self.target_stream_names))
         weight = getattr(self.cfg, "length_prior_weight", 1.0)
         if not getattr(self.cfg, "length_prior", False) and weight != 1.0:
             logger.warning(
@@ -400,35 +505,55 @@ class SyntaxTranslationTask(TranslationTask):
         """fairseq's, keeping each line's encoded text so that its parse comes from the text.
 
         ``fairseq-interactive`` calls this once per buffer of input lines and then decodes
-        every batch of that buffer: the texts of the previous buffer are dropped here.
+        every batch of that buffer: the texts kept are this buffer's, by position (sample id).
         """
-        self.source_texts.clear()
-        tokens = []
+        tokens, texts = [], []
         for line in lines:
             line = line.lstrip(BOM)
             if not is_visible(line):
                 line = ""  # only spaces, control or zero-width characters: an empty line
             text = encode_fn(line)
-            ids = self.source_dictionary.encode_line(text, add_if_not_exist=False).long()
-            self.source_texts.add(ids, text)
-            tokens.append(ids)
+            tokens.append(self.source_dictionary.encode_line(text, add_if_not_exist=False).long())
+            texts.append(text)
+        self.remember_source_texts(tokens, texts)
         return tokens, [t.numel() for t in tokens]
 
-    def remember_source_text(self, ids, text: str) -> None:
-        """Keep the encoded text of a source whose ids will reach :meth:`inference_step` (hub)."""
-        self.source_texts.add(ids, text)
+    def remember_source_texts(self, tokens: Sequence[Tensor], texts: Sequence[Optional[str]]) -> None:
+        """Keep the encoded texts of the sources whose sample ids are their positions in ``tokens``.
+
+        What :meth:`inference_step` parses for the row of sample id ``i`` (``fairseq-interactive``'s
+        buffer, the list given to the hub's ``generate``); replaces what was kept.
+        """
+        self.source_texts.record(tokens, texts)
+        self._inference_ids = None
+
+    def set_inference_ids(self, ids: Tensor) -> None:
+        """The sample ids of the rows of the next :meth:`inference_step`'s batch, whose sample lacks them.
+
+        ``fairseq-interactive`` keeps them in its ``Batch.ids``: a wrapper of its ``make_batches``
+        (:mod:`fairseq_syntax.compat`) hands them here. Used once.
+        """
+        self._inference_ids = ids
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         for model in models:
             self.request_inputs(model)
-        if TARGET_NET_INPUT_KEY in sample["net_input"]:
+        if TARGET_NET_INPUT_KEY in sample["net_input"] and not is_reference_scorer(generator):
             # gold target syntax (collated for validation losses) is not an input at generation: the
-            # model predicts it; the encoder would receive it as an unexpected keyword
+            # model predicts it; the encoder would receive it as an unexpected keyword. Scoring a
+            # reference (--score-reference) is teacher-forced: it reads the gold ones (..reference_scoring)
             sample = dict(sample)
             sample["net_input"] = {k: v for k, v in sample["net_input"].items() if k != TARGET_NET_INPUT_KEY}
+        handed, self._inference_ids = getattr(self, "_inference_ids", None), None
         if self.syntax_requested and "src_syntax" not in sample["net_input"]:
             src_tokens = sample["net_input"]["src_tokens"]
-            texts = self.source_texts.take(src_tokens, self.source_dictionary.pad())
+            ids = sample.get("id")
+            ids = handed if ids is None else ids  # the hub's batches carry them; fairseq-interactive's hands them
+            ids = ids.tolist() if torch.is_tensor(ids) else ids
+            texts = self.source_texts.texts_for(
+                src_tokens, self.source_dictionary.pad(),
+                ids if ids is not None and len(ids) == src_tokens.size(0) else None,
+            )
             sample["net_input"]["src_syntax"] = self.online_parser().features_for(
                 src_tokens, self.syntax_requested, texts
             )
@@ -489,6 +614,7 @@ class SyntaxTranslationTask(TranslationTask):
         now["spacy_version"] = spacy.__version__
         # raw text always gets converted phrase structures: the online parser says so to models that use them
         now["phrase_structure"] = None
+        now["bpe_codes_sha256"] = None  # compared with the dictionaries when the checkpoint was loaded
         notes = provenance.differences(trained, now)
         if override and trained.get("parser") not in (None, override):
             logger.info(f"--syntax-parser {override} parses raw text on purpose; the model was trained "

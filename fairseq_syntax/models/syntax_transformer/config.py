@@ -29,6 +29,7 @@ from fairseq.utils import safe_getattr
 
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.modules.syntactic_distance import NSD_DISTANCES, NSD_ROOTS, NSD_UNITS, nsd_distance_key
+from fairseq_syntax.modules.target_distance import NSD_TARGET_PREDICT_FROM
 from fairseq_syntax.modules.syntax_embedding import parse_feature_list
 
 __all__ = [
@@ -175,6 +176,11 @@ class SyntaxModelConfig(FairseqDataclass):
     nsd_target_predict: bool = _opt(False, "predict the distance of each next target token beside the token, from "
                                     "the decoder's final states (paper 002 eq. 11); train with --criterion "
                                     "label_smoothed_cross_entropy_with_nsd")
+    nsd_target_predict_from: ChoiceEnum(NSD_TARGET_PREDICT_FROM) = _opt(
+        "state+token", "what the target's eq. 11 reads: state+token = the decoder state and the embedding of the "
+        "token whose distance it predicts, so the distance fed back at generation is that of the token emitted; "
+        "state = the state alone, before the token is chosen (checkpoints made before this option keep it)",
+        choices=NSD_TARGET_PREDICT_FROM)
     # ---- Xie et al. 2021 (paper 001): global syntactic position
     gps_layers: str = _opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
                            "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
@@ -444,6 +450,8 @@ def upgrade_args(args: Any) -> None:
     if safe_getattr(args, "syntax_num_labels", None) is not None or safe_getattr(args, "rel_no_keys", None) is not None:
         if safe_getattr(args, "nsd_roots", None) is None:
             setattr(args, "nsd_roots", "line")
+        if safe_getattr(args, "nsd_target_predict_from", None) is None:  # before the option: eq. 11 on h_t alone
+            setattr(args, "nsd_target_predict_from", "state")
     if safe_getattr(args, "rel_no_keys", None) is None:
         return
     for old, (new, convert) in _RENAMED_ARGS.items():

@@ -15,7 +15,8 @@ in :mod:`fairseq_syntax.modules.target_distance` and :mod:`fairseq_syntax.module
 * ``--nsd-target-predict``: eq. 11 on the final states (the output layer's input), the
   distance of the next token, returned in ``extra["tgt_nsd_logits"]`` (``[B x T x (2D+1)]``,
   a one-element list, like the source's ``src_nsd_logits``) for
-  ``label_smoothed_cross_entropy_with_nsd``.
+  ``label_smoothed_cross_entropy_with_nsd``; ``--nsd-target-predict-from state+token`` also reads
+  the embedding of that next token (the one emitted at generation), ``state`` the state alone.
 
 Where the input distances come from:
 
@@ -23,7 +24,7 @@ Where the input distances come from:
   distances aligned with ``prev_output_tokens`` (teacher forcing; 0 at the leading ``</s>`` and at
   padding);
 * generation (``incremental_state`` given, no ``tgt_syntax``): the feedback of sec. 3.3, the most
-  probable class of eq. 11 at the previous step (:class:`~fairseq_syntax.modules.target_distance.DistanceFeedback`,
+  probable class of eq. 11 for the previous step's token (:class:`~fairseq_syntax.modules.target_distance.DistanceFeedback`,
   in the incremental state, reordered with the beam); fairseq's ``SequenceGenerator`` needs no fork;
 * a full forward without ``tgt_syntax`` (fairseq-generate ``--score-reference`` or
   ``--print-alignment`` on a data-bin without target distances, ``hub.score``) is **refused** with
@@ -98,8 +99,11 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
                                 syntax.nsd_target_spe_lambda, model_dim, scale=not self.cfg.no_scale_embedding)
             if consumes else None
         )
+        # eq. 11 on h_t (state) or on [h_t; E(y_t)] (state+token: the token the distance belongs to)
+        self.nsd_predict_from_token = str(syntax.nsd_target_predict_from) == "state+token"
+        predictor_dim = self.output_embed_dim + (word_dim if self.nsd_predict_from_token else 0)
         self.nsd_predictor: Optional[DistancePredictor] = (
-            DistancePredictor(self.output_embed_dim, max_distance) if syntax.nsd_target_predict else None
+            DistancePredictor(predictor_dim, max_distance) if syntax.nsd_target_predict else None
         )
         self.nsd_feedback: Optional[DistanceFeedback] = DistanceFeedback(max_distance) if consumes else None
 
@@ -172,8 +176,16 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
             distance = distance.to(prev_output_tokens.device)
             return distance[:, -1:] if incremental_state is not None else distance
         if incremental_state is not None:
-            return self.nsd_feedback.next_input(incremental_state, prev_output_tokens.size(0),
-                                                prev_output_tokens.device)
+            if not self.nsd_predict_from_token:
+                return self.nsd_feedback.next_input(incremental_state, prev_output_tokens.size(0),
+                                                    prev_output_tokens.device)
+            # eq. 11 for the token the search just chose, from the state of the step that chose it
+            state = self.nsd_feedback.recall(incremental_state, "state", prev_output_tokens.size(0))
+            if state is None:
+                return self.nsd_feedback.bos(prev_output_tokens.size(0), prev_output_tokens.device)
+            assert self.nsd_predictor is not None
+            logits = self.nsd_predictor(self._predictor_input(state.unsqueeze(1), prev_output_tokens[:, -1:]))
+            return self.nsd_feedback.predicted(logits)
         raise ValueError(
             f"this decoder reads target syntactic distances (paper 002 sec. 3.1) but got no "
             f"tgt_syntax[{self.nsd_key!r}]: training and validation need the gold distances (--task "
@@ -204,6 +216,7 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
         if self.nsd_input is not None:
             distance = self._input_distance(prev_output_tokens, incremental_state, tgt_syntax)
 
+        full_tokens = prev_output_tokens
         # --- from fairseq TransformerDecoderBase.extract_features_scriptable (ve-fairseq 0.12.3) ---
         bs, slen = prev_output_tokens.size()
         if alignment_layer is None:
@@ -301,14 +314,37 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
         # --- end of fairseq's ---
 
         extra: Dict[str, Any] = {"attn": [attn], "inner_states": inner_states}
-        if self.nsd_predictor is not None and (incremental_state is None or self.nsd_feedback is not None):
-            logits = self.nsd_predictor(x)  # eq. 11: B x T x (2D+1), the distance of the next token
-            extra[TGT_NSD_LOGITS_KEY] = [logits]
-            if incremental_state is not None and self.nsd_feedback is not None:
-                self.nsd_feedback.update(incremental_state, logits[:, -1])  # the next step's input (sec. 3.3)
+        if self.nsd_predictor is not None:
+            if incremental_state is None:
+                # eq. 11 at every position t: the distance of the next token target[:, t]
+                inputs = self._predictor_input(x, self._next_tokens(full_tokens)) if self.nsd_predict_from_token else x
+                extra[TGT_NSD_LOGITS_KEY] = [self.nsd_predictor(inputs)]
+            elif self.nsd_feedback is not None:
+                if self.nsd_predict_from_token:
+                    self.nsd_feedback.remember(incremental_state, "state", x[:, -1])  # for the next step
+                else:
+                    logits = self.nsd_predictor(x)
+                    extra[TGT_NSD_LOGITS_KEY] = [logits]
+                    self.nsd_feedback.update(incremental_state, logits[:, -1])  # the next step's input (sec. 3.3)
         if distance is not None:
             extra[TGT_NSD_INPUT_KEY] = [distance]
         return x, extra
+
+    def _predictor_input(self, states: Tensor, tokens: Tensor) -> Tensor:
+        """What eq. 11 reads: ``h`` (``state``), or ``[h; E(y)]`` (``state+token``) for ``states (B, T, C)``."""
+        if not self.nsd_predict_from_token:
+            return states
+        return torch.cat([states, self.embed_tokens(tokens).to(states.dtype)], dim=-1)
+
+    def _next_tokens(self, prev_output_tokens: Tensor) -> Tensor:
+        """``target[:, t]`` from the decoder input: ``prev_output_tokens[:, t + 1]``, padding after the last.
+
+        fairseq's ``prev_output_tokens`` is the target moved one step right behind ``</s>`` (either
+        padding side), so the shift gives every real target token; the last position (the final
+        ``</s>``, which has no distance and is never scored) gets padding.
+        """
+        pad = prev_output_tokens.new_full((prev_output_tokens.size(0), 1), self.padding_idx)
+        return torch.cat([prev_output_tokens[:, 1:], pad], dim=1)
 
     @torch.no_grad()
     def feedback_distances(self, prev_output_tokens: Tensor,

@@ -1,0 +1,220 @@
+"""A checkpoint carries the identity of its data-bin: dictionaries and BPE codes are compared by hash.
+
+Every load of a checkpoint onto a data-bin (fairseq-generate, -interactive, and fairseq-train
+restoring weights) refuses a data-bin whose dictionaries or BPE codes differ from the ones the
+checkpoint was trained with, naming the files and both hashes on one line; ``--allow-other-data-bin``
+goes on with a warning. Checkpoints of earlier releases record no hashes: one warning says so.
+Training on some of the shards of a sharded data-bin warns, naming the missing ones.
+
+The CLI tests train one tiny model on the release fixture's data-bin (no parser run).
+"""
+
+import json
+import logging
+import os
+import shutil
+
+import pytest
+
+from .conftest import call, spacy_model, syntax_task, tool
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
+TASK_LOGGER = "fairseq_syntax.tasks.syntax_translation"
+TINY = ["--arch", "transformer_dep_rel", "--encoder-layers", "1", "--decoder-layers", "1",
+        "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
+        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+        "--optimizer", "adam", "--lr", "0.01", "--max-tokens", "2000", "--no-epoch-checkpoints",
+        "--no-progress-bar", "--valid-subset", "test", "--seed", "1"]
+REFUSED = "from the data-bin the checkpoint was trained on"
+OLD = "records no hashes of its data-bin's dictionaries and BPE codes"
+
+
+def _swap_two_symbols(data_bin) -> None:
+    """``dict.en.txt`` with the words of its lines 2 and 3 swapped: same size, other ids (a silent mix-up)."""
+    path = data_bin / "dict.en.txt"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    (a, count_a), (b, count_b) = (line.split(" ", 1) for line in lines[1:3])
+    lines[1:3] = [f"{b} {count_a}", f"{a} {count_b}"]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------------------ fast
+def test_data_bin_provenance_hashes_every_dictionary_and_names_the_differing_ones(tmp_path):
+    from fairseq_syntax.data import provenance
+
+    data_bin = tmp_path / "data-bin"
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), data_bin)
+    meta = json.loads((data_bin / "syntax.json").read_text(encoding="utf-8"))
+    trained = provenance.decode(provenance.encode(provenance.of_data_bin(str(data_bin), meta)))
+    assert sorted(trained[provenance.DICTIONARIES]) == ["dict.de.txt", "dict.en.deplabel.txt", "dict.en.pos.txt",
+                                                        "dict.en.txt"]
+    before = _sha(data_bin / "dict.en.txt")
+    _swap_two_symbols(data_bin)
+    (data_bin / "bpe.codes").write_text((data_bin / "bpe.codes").read_text() + "d o\n")
+    now = provenance.of_data_bin(str(data_bin), meta)
+    assert provenance.differing_files(trained, now) == [
+        f"dict.en.txt (sha256 {before} at training, {_sha(data_bin / 'dict.en.txt')} now)",
+        f"bpe.codes (sha256 {trained['bpe_codes_sha256'][:12]} at training, {_sha(data_bin / 'bpe.codes')} now)",
+    ]
+    # a dictionary the data-bin given now lacks (an unparsed target side) is not needed to decode
+    del now[provenance.DICTIONARIES]["dict.en.txt"]
+    assert provenance.differing_files(trained, dict(now, bpe_codes_sha256=trained["bpe_codes_sha256"])) == []
+    # what older checkpoints lack: everything (0.1), or the dictionaries (provenance before this)
+    assert provenance.unchecked(None) and provenance.unchecked({}) and provenance.unchecked(trained) is None
+    assert "dictionaries" in provenance.unchecked(provenance.decode(json.dumps({"bpe_codes_sha256": "aa"})))
+
+
+def test_fairseq_train_restores_the_checkpoint_fairseq_chooses(tmp_path):
+    import argparse
+
+    from fairseq_syntax.data.provenance import restored_checkpoint
+
+    args = argparse.Namespace(restore_file="checkpoint_last.pt", save_dir=str(tmp_path / "ckpt"),
+                              finetune_from_model=None, continue_once=None, checkpoint_suffix="")
+    assert restored_checkpoint(args) is None  # a fresh run restores nothing
+    pretrained = tmp_path / "pretrained.pt"
+    pretrained.write_bytes(b"x")
+    args.finetune_from_model = str(pretrained)
+    assert restored_checkpoint(args) == str(pretrained)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "checkpoint_last.pt").write_bytes(b"x")  # once it has saved, it resumes its own
+    assert restored_checkpoint(args) == str(tmp_path / "ckpt" / "checkpoint_last.pt")
+    args.restore_file, args.finetune_from_model = str(pretrained), None
+    assert restored_checkpoint(args) == str(pretrained)
+
+
+def _shards(tmp_path, ids, num_shards=4):
+    """Copies of the fixture's data-bin recorded as shards ``ids`` of ``num_shards`` (same dictionaries)."""
+    out = []
+    for k in ids:
+        shard = tmp_path / "bin" / f"shard{k}"
+        shutil.copytree(os.path.join(FIXTURE, "data-bin"), shard)
+        meta = json.loads((shard / "syntax.json").read_text(encoding="utf-8"))
+        meta["shard"] = {"id": k, "num_shards": num_shards, "train_lines": [300 * k, 300 * (k + 1)],
+                         "train_total_lines": 300 * num_shards, "train_files": ["train.en", "train.de"]}
+        (shard / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+        out.append(shard)
+    return out
+
+
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == TASK_LOGGER and r.levelno == logging.WARNING]
+
+
+def test_training_on_some_shards_warns_once_naming_the_missing_ones(tmp_path, caplog):
+    shard0, shard1 = _shards(tmp_path, (0, 1))
+    task = syntax_task(f"{shard0}:{shard1}")
+    caplog.set_level(logging.WARNING, logger=TASK_LOGGER)
+    for epoch in (1, 2, 3):
+        task.load_dataset("train", epoch=epoch)
+    warnings = [w for w in _warnings(caplog) if "shards" in w]
+    assert len(warnings) == 1, warnings
+    assert f"hold 2 of the 4 shards of their run; missing: {tmp_path / 'bin' / 'shard2'}, " \
+           f"{tmp_path / 'bin' / 'shard3'}," in warnings[0]
+
+
+def test_one_shard_alone_warns_when_trained_on_not_when_decoded(tmp_path, caplog):
+    (shard0,) = _shards(tmp_path, (0,), num_shards=3)
+    caplog.set_level(logging.WARNING, logger=TASK_LOGGER)
+    task = syntax_task(str(shard0))
+    task.load_dataset("test")  # fairseq-generate on data-bin/shard0: the usual case
+    assert not [w for w in _warnings(caplog) if "shards" in w]
+    task.load_dataset("train")
+    (warning,) = [w for w in _warnings(caplog) if "shards" in w]
+    assert f"missing: {tmp_path / 'bin' / 'shard1'}, {tmp_path / 'bin' / 'shard2'}," in warning
+
+
+def test_shards_whose_paths_do_not_follow_their_ids_are_named_by_id():
+    from fairseq_syntax_core.shards import missing_shards
+
+    record = {"shard": {"id": 0, "num_shards": 3}}
+    assert "missing: shard 1, shard 2," in missing_shards([("corpus/first", record)])
+    assert missing_shards([("bin/shard0/", record)]).count("bin/shard1") == 1
+    complete = [(f"s{k}", {"shard": {"id": k, "num_shards": 2}}) for k in (1, 0)]
+    assert missing_shards(complete) is None and missing_shards([("bin", {})]) is None
+
+
+# ------------------------------------------------------------------------- installed commands
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """The fixture's data-bin, a tiny model trained on it by this release, and ``other-bin``: the same
+    data-bin with two words of ``dict.en.txt`` swapped."""
+    root = tmp_path_factory.mktemp("identity")
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), root / "data-bin")
+    shutil.copytree(os.path.join(FIXTURE, "checkpoints"), root / "old")
+    shutil.copytree(root / "data-bin", root / "other-bin")
+    _swap_two_symbols(root / "other-bin")
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          *TINY, "--max-update", "2", "--save-dir", "ckpt"], cwd=root)
+    return root
+
+
+def _generate(work, data_bin, checkpoint, *extra, expect_ok=True):
+    return call([tool("fairseq-generate"), data_bin, "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                 "--path", checkpoint, "--gen-subset", "test", "--beam", "2", "--max-len-b", "5", "--batch-size", "8",
+                 *extra], cwd=work, expect_ok=expect_ok)
+
+
+def _interactive(work, data_bin, *extra, expect_ok=True):
+    return call([tool("fairseq-interactive"), data_bin, "--user-dir", "fairseq_syntax", "--task",
+                 "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--source-lang", "en", "--target-lang",
+                 "de", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", f"{data_bin}/bpe.codes",
+                 "--beam", "2", "--max-len-b", "5", *extra], cwd=work, stdin="A dog runs.\n", expect_ok=expect_ok)
+
+
+def _assert_refused(result, work):
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [l for l in result.stderr.splitlines() if REFUSED in l]
+    trained, now = _sha(work / "data-bin" / "dict.en.txt"), _sha(work / "other-bin" / "dict.en.txt")
+    assert f": error: other-bin: dict.en.txt (sha256 {trained} at training, {now} now) differs {REFUSED}" in line, line
+    assert "--allow-other-data-bin" in line and "H-" not in result.stdout
+
+
+@pytest.mark.slow
+def test_generate_refuses_a_data_bin_with_another_dictionary_unless_allowed(work):
+    assert REFUSED not in _generate(work, "data-bin", "ckpt/checkpoint_last.pt").stderr  # its own data-bin
+    _assert_refused(_generate(work, "other-bin", "ckpt/checkpoint_last.pt", expect_ok=False), work)
+    allowed = _generate(work, "other-bin", "ckpt/checkpoint_last.pt", "--allow-other-data-bin")
+    assert [l for l in allowed.stderr.splitlines() if REFUSED in l and "going on (--allow-other-data-bin)" in l]
+    assert len([l for l in allowed.stdout.splitlines() if l.startswith("H-")]) == 20
+
+
+@pytest.mark.slow
+def test_interactive_refuses_a_data_bin_with_another_dictionary_unless_allowed(work):
+    spacy_model()  # the model parses the raw text
+    _assert_refused(_interactive(work, "other-bin", expect_ok=False), work)
+    allowed = _interactive(work, "other-bin", "--allow-other-data-bin")
+    assert REFUSED in allowed.stderr and "H-0" in allowed.stdout
+
+
+@pytest.mark.slow
+def test_an_old_checkpoint_without_hashes_warns_once(work):
+    path = "old/transformer_dep_rel.pt"
+    result = _generate(work, "data-bin", f"{path}:{path}")  # an ensemble: two loads, one warning
+    assert result.stderr.count(OLD) == 1, result.stderr[-3000:]
+    assert REFUSED not in result.stderr
+    assert OLD not in _generate(work, "data-bin", "ckpt/checkpoint_last.pt").stderr  # this release's records them
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_another_dictionary_needs_the_flag_and_records_the_new_data_bin(work):
+    train = [tool("fairseq-train"), "other-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+             *TINY, "--max-update", "3", "--restore-file", "ckpt/checkpoint_last.pt", "--reset-optimizer",
+             "--reset-dataloader", "--reset-meters", "--save-dir", "tuned"]
+    refused = call(train, cwd=work, expect_ok=False)
+    assert refused.returncode != 0 and "the checkpoint fairseq-train restores (ckpt/checkpoint_last.pt)" in \
+        refused.stderr and "--allow-other-data-bin" in refused.stderr, refused.stderr[-3000:]
+    assert not os.path.exists(work / "tuned" / "checkpoint_last.pt")
+    call(train + ["--allow-other-data-bin"], cwd=work)
+    # the fine-tuned checkpoint records other-bin: decoded there without a word, refused on data-bin
+    assert REFUSED not in _generate(work, "other-bin", "tuned/checkpoint_last.pt").stderr
+    assert REFUSED in _generate(work, "data-bin", "tuned/checkpoint_last.pt", expect_ok=False).stderr
+    # resuming on the same data-bin (tuned/checkpoint_last.pt, no --restore-file) needs no flag
+    call([tool("fairseq-train"), "other-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          *TINY, "--max-update", "4", "--save-dir", "tuned"], cwd=work)
