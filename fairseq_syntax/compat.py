@@ -24,6 +24,11 @@ fairseq function                        what the wrapper adds                   
                                         (fairseq: ``OSError: [Errno 28]``
                                         naming no file, or torch's zip
                                         writer's ``RuntimeError``)
+``checkpoint_utils.load_checkpoint``    warns when an NSD model would choose    0.12.2,
+                                        ``checkpoint_best.pt`` on the loss      0.12.3 (main)
+                                        with the distance terms (or a target
+                                        reader on gold distances), naming the
+                                        metric to use
 ``fairseq_cli.interactive.buffered_read``  a line of the input that is not UTF-8  0.12.2,
                                         is an :class:`InputError` naming the    0.12.3 (main)
                                         input and the line (fairseq: a bare
@@ -327,12 +332,38 @@ def _wrap_torch_persistent_save(checkpoint_utils) -> bool:
     return True
 
 
+def _wrap_load_checkpoint(checkpoint_utils) -> bool:
+    """fairseq-train's first call with the checkpoint settings and the model: warn about a misleading
+    ``--best-checkpoint-metric`` for NSD models (:func:`~fairseq_syntax.criterions.fed_back_validation.selection_advice`)."""
+    original = getattr(checkpoint_utils, "load_checkpoint", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters)[:2] != ("cfg", "trainer"):
+        logger.warning("fairseq's load_checkpoint has changed: NSD checkpoint selection is not checked")
+        return False
+
+    @functools.wraps(original)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        from fairseq_syntax.criterions.fed_back_validation import selection_advice
+
+        model = trainer.get_model() if callable(getattr(trainer, "get_model", None)) else None
+        advice = selection_advice(getattr(cfg, "best_checkpoint_metric", ""), model)
+        if advice is not None:
+            logger.warning(advice)
+        return original(cfg, trainer, **passthrough_args)
+
+    load_checkpoint._fairseq_syntax = True  # type: ignore[attr-defined]
+    checkpoint_utils.load_checkpoint = load_checkpoint
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
     from fairseq.distributed import utils as distributed_utils
 
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
+    _wrap_load_checkpoint(checkpoint_utils)
     _wrap_torch_persistent_save(checkpoint_utils)
     _wrap_buffered_read()
     _wrap_make_batches()

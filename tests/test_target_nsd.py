@@ -412,6 +412,8 @@ def test_target_nsd_trains_and_decodes_on_a_parsed_french_target(tmp_path, en_fr
                   "--save-dir", "ckpt", "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "1",
                   "--seed", "1"], cwd=tmp_path)
     assert "tgt_nsd_mse" in train.stdout + train.stderr  # the target terms are trained and logged
+    assert "--best-checkpoint-metric nll_loss_fed" in train.stdout + train.stderr  # selection on the sum: advised against
+    assert "nll_loss_fed" in train.stdout and "nll_loss_gap" in train.stdout  # validation as generation runs
     generated = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
                       "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--gen-subset", "test",
                       "--beam", "3", "--batch-size", "16", "--remove-bpe", "--max-len-b", "20"], cwd=tmp_path)
@@ -474,3 +476,50 @@ def test_fed_back_validation_is_nothing_for_models_without_target_input():
                         ("transformer_nsd_target", ["--nsd-target-input", "none", "--nsd-target-spe-lambda", "0"])]:
         model = build(arch, extra)
         assert fed_back_logging(model, criterion(), training_sample(model)) == {}
+
+
+@pytest.mark.parametrize("sampling", [0.0, 1.0])
+def test_training_reads_its_own_predicted_distances_with_sampling(sampling):
+    """--nsd-target-sampling 1: in training, position t + 1 reads the distance eq. 11 predicts at t (a first
+    pass on the gold distances, no gradient), as generation feeds it back; 0: the gold ones; eval: always gold."""
+    torch.manual_seed(10)
+    model = build("transformer_nsd_target", ["--nsd-target-sampling", str(sampling)])
+    torch.nn.init.normal_(model.decoder.nsd_predictor.proj.weight, std=1.0)
+    sample = training_sample(model)
+    net_input = sample["net_input"]
+    gold_in = net_input["tgt_syntax"]["distance"]
+    _, gold_out = model(**net_input)  # eval mode: gold
+    assert torch.equal(gold_out[TGT_NSD_INPUT_KEY][0], gold_in)
+    predicted = most_probable_distance(gold_out[TGT_NSD_LOGITS_KEY][0])
+    model.train()
+    _, extra_out = model(**net_input)
+    used = extra_out[TGT_NSD_INPUT_KEY][0]
+    prev = net_input["prev_output_tokens"]
+    if sampling == 0:
+        assert torch.equal(used, gold_in)
+        return
+    assert torch.all(used[:, 0] == BOS_DISTANCE) and torch.all(used[prev.eq(PAD)] == 0)
+    real = prev.ne(PAD) & prev.ne(EOS)
+    assert torch.equal(used[:, 1:][real[:, 1:]], predicted[:, :-1][real[:, 1:]])
+    assert not torch.equal(used, gold_in)
+    # the gradient flows through the second pass only: the loss still trains every parameter it reaches
+    loss, _, _ = criterion()(model, sample)
+    loss.backward()
+    assert model.decoder.nsd_predictor.proj.weight.grad.abs().sum() > 0
+
+
+def test_sampling_share_is_checked():
+    with pytest.raises((ModelOptionError, SystemExit)):
+        parse("transformer_nsd_target", ["--nsd-target-sampling", "1.5"])
+
+
+def test_checkpoint_selection_on_the_distance_terms_is_advised_against():
+    from fairseq_syntax.criterions.fed_back_validation import selection_advice
+
+    target, source = build("transformer_nsd_target"), build("transformer_nsd")
+    assert "nll_loss_fed" in selection_advice("loss", target) and "nll_loss_fed" in selection_advice("nll_loss", target)
+    assert selection_advice("nll_loss_fed", target) is None
+    assert "--best-checkpoint-metric nll_loss" in selection_advice("loss", source)
+    assert selection_advice("nll_loss", source) is None and selection_advice("bleu", source) is None
+    assert selection_advice("loss", build("transformer_nsd_target", ["--no-nsd-target-predict", "--nsd-target-input",
+                                                                     "none", "--nsd-target-spe-lambda", "0"])) is None

@@ -1,7 +1,10 @@
 """``fairseq-syntax-report``: one JSON result per (model, seed) run, and the table rebuilt from all of them.
 
 ``record`` writes a run's result: model, flags, seed, updates, best epoch, how training ended
-(early-stopped or capped), valid loss, commit, device, wall time, and per test set the scores,
+(early-stopped or capped), valid loss (the best value of the run's ``--best-checkpoint-metric``,
+named in ``best_checkpoint_metric``; with ``--train-log``, the best checkpoint's validation metrics as
+logged, the translation's own ``nll_loss`` among them, in ``best_valid``), commit, device, wall time,
+and per test set the scores,
 sacreBLEU signatures, hypotheses and per-sentence sufficient statistics of
 ``fairseq-syntax-evaluate --statistics``, so paired tests can be recomputed without the
 references. ``table`` reads every result JSON under the given folders and prints (or writes)
@@ -30,6 +33,7 @@ from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_ou
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .rendering import legend, md_code, md_row, md_text, plot_text
+from .train_log import valid_metrics
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, corpus_score, make_metric, paired_bootstrap, statistics_width
 
 PROG = "fairseq-syntax-report"
@@ -59,6 +63,10 @@ def checkpoint_facts(save_dir: str) -> Dict:
         facts[f"{which}_epoch"] = epoch_of(extra.get("train_iterator") or {})
         if which == "best":
             facts["best_valid_loss"] = extra.get("best", extra.get("val_loss"))
+            cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+            checkpointing = cfg.get("checkpoint") if isinstance(cfg.get("checkpoint"), dict) else {}
+            metric = checkpointing.get("best_checkpoint_metric", "loss")
+            facts["best_checkpoint_metric"] = metric if isinstance(metric, str) else "loss"
     return facts
 
 
@@ -115,7 +123,8 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
         "format": FORMAT, "model": model, "arch": arch, "seed": seed, "flags": flags,
         "max_update": max_update, "updates": updates, "epochs": facts["last_epoch"],
         "best_epoch": facts["best_epoch"], "best_updates": facts["best_updates"],
-        "best_valid_loss": facts["best_valid_loss"], "stopped": stopped,
+        "best_valid_loss": facts["best_valid_loss"],
+        "best_checkpoint_metric": facts.get("best_checkpoint_metric", "loss"), "stopped": stopped,
         "commit": commit, "device": device, "wall_seconds": round(wall_seconds, 1), "tests": tests,
     }
 
@@ -426,6 +435,9 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--seed", type=int, required=True)
     rec.add_argument("--flags", default="", help="the training flags that differ from the recipe's")
     rec.add_argument("--save-dir", required=True, help="the run's checkpoint folder")
+    rec.add_argument("--train-log", default=None,
+                     help="the run's fairseq-train log: the validation metrics of the best checkpoint's update "
+                          "(loss, the translation's own nll_loss, nll_loss_fed ...) go into the result as best_valid")
     rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
     rec.add_argument("--patience", type=int, default=None,
                      help="fairseq-train's --patience (validation every epoch): a run that stopped before the cap "
@@ -477,9 +489,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             evaluations[name] = read_evaluation(path)
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
+        facts = checkpoint_facts(args.save_dir)
         result = build_result(args.model, args.arch or args.model, args.seed, args.flags, args.max_update,
-                              checkpoint_facts(args.save_dir), evaluations, args.commit or git_commit(args.repo), args.device,
+                              facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
+        if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
+            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"])
         if result["stopped"] == "stopped before the cap":
             print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
                   "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)

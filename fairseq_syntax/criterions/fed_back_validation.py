@@ -22,13 +22,34 @@ is summed over its tokens. :func:`reduce_fed_back_metrics` logs, per target toke
 """
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 
 from fairseq.logging import metrics
 
-__all__ = ["fed_back_logging", "reduce_fed_back_metrics"]
+__all__ = ["fed_back_logging", "reduce_fed_back_metrics", "selection_advice"]
+
+
+def selection_advice(metric: str, model) -> Optional[str]:
+    """Why selecting ``checkpoint_best.pt`` on ``metric`` misleads for this NSD model, or None.
+
+    ``loss`` adds the distance terms (eqs. 19-20) to the translation's, so a checkpoint that
+    predicts distances better wins over one that translates better; for a decoder that reads
+    target distances, ``nll_loss`` scores with the gold distances, which generation never has.
+    """
+    predicts = any(getattr(getattr(model, part, None), "nsd_predictor", None) is not None
+                   for part in ("encoder", "decoder"))
+    if not predicts:
+        return None
+    best = "nll_loss_fed" if _reads_target_distances(model) else "nll_loss"
+    if metric == "loss":
+        return (f"--best-checkpoint-metric loss selects checkpoint_best.pt on translation plus the syntactic "
+                f"distance losses (paper 002 eqs. 19-20): select on translation with --best-checkpoint-metric {best}")
+    if metric == "nll_loss" and best == "nll_loss_fed":
+        return ("--best-checkpoint-metric nll_loss scores the translation with the gold target distances, which "
+                "generation does not have: --best-checkpoint-metric nll_loss_fed scores it as generation runs")
+    return None
 
 
 def _reads_target_distances(model) -> bool:

@@ -181,6 +181,10 @@ class SyntaxModelConfig(FairseqDataclass):
         "token whose distance it predicts, so the distance fed back at generation is that of the token emitted; "
         "state = the state alone, before the token is chosen (checkpoints made before this option keep it)",
         choices=NSD_TARGET_PREDICT_FROM)
+    nsd_target_sampling: float = _opt(
+        0.0, "training only: the share of the decoder's input distances replaced by the model's own predictions "
+        "(a first pass without gradient on the gold ones, as scheduled sampling): 1 = the decoder always trains on "
+        "what it predicts, as it decodes; 0 = on the gold distances (teacher forcing)", metavar="P")
     # ---- Xie et al. 2021 (paper 001): global syntactic position
     gps_layers: str = _opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
                            "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
@@ -659,6 +663,8 @@ def decoder_model_dim(syntax: "SyntaxModelConfig", word_dim: int) -> int:
 
 def _check_target_nsd(syntax: "SyntaxModelConfig") -> None:
     """The target options' own values, and the combination generation cannot run."""
+    if not 0.0 <= syntax.nsd_target_sampling <= 1.0:  # NaN too
+        raise ModelOptionError(f"--nsd-target-sampling {syntax.nsd_target_sampling}: expected a share in [0, 1]")
     lam = syntax.nsd_target_spe_lambda
     if not (lam == 0 or 1 < lam < math.inf):
         raise ModelOptionError(

@@ -22,7 +22,9 @@ Where the input distances come from:
 
 * training and validation (no ``incremental_state``): ``tgt_syntax["distance"]``, the gold
   distances aligned with ``prev_output_tokens`` (teacher forcing; 0 at the leading ``</s>`` and at
-  padding);
+  padding); in training, ``--nsd-target-sampling P`` replaces a share P of them by the model's own
+  predictions from a first pass without gradient, so that it learns to read what it will feed
+  back at generation;
 * generation (``incremental_state`` given, no ``tgt_syntax``): the feedback of sec. 3.3, the most
   probable class of eq. 11 for the previous step's token (:class:`~fairseq_syntax.modules.target_distance.DistanceFeedback`,
   in the incremental state, reordered with the beam); fairseq's ``SequenceGenerator`` needs no fork;
@@ -48,6 +50,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 
 from fairseq_syntax.modules.syntactic_distance import DistancePredictor
 from fairseq_syntax.modules.target_distance import (
+    BOS_DISTANCE,
     TGT_NSD_INPUT_KEY,
     TGT_NSD_LOGITS_KEY,
     DistanceFeedback,
@@ -106,6 +109,7 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
             DistancePredictor(predictor_dim, max_distance) if syntax.nsd_target_predict else None
         )
         self.nsd_feedback: Optional[DistanceFeedback] = DistanceFeedback(max_distance) if consumes else None
+        self.nsd_sampling = float(syntax.nsd_target_sampling) if consumes else 0.0  # training only
 
     def build_decoder_layer(self, cfg: TransformerConfig, no_encoder_attn: bool = False):
         return wrap_layer(SyntaxDecoderLayer(cfg, no_encoder_attn), cfg)
@@ -135,6 +139,8 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
         tgt_syntax: Optional[Dict[str, Tensor]] = None,
     ):
         """fairseq's decoder forward; ``tgt_syntax`` holds the input distances (see the module doc)."""
+        if self.training and incremental_state is None and self.nsd_sampling > 0:
+            tgt_syntax = self._own_input_distances(prev_output_tokens, encoder_out, tgt_syntax)
         x, extra = self.extract_features(
             prev_output_tokens,
             encoder_out=encoder_out,
@@ -329,6 +335,27 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
         if distance is not None:
             extra[TGT_NSD_INPUT_KEY] = [distance]
         return x, extra
+
+    def _own_input_distances(self, prev_output_tokens: Tensor, encoder_out, tgt_syntax) -> Optional[Dict[str, Tensor]]:
+        """``tgt_syntax`` with a share ``--nsd-target-sampling`` of its input distances replaced by predictions.
+
+        A first pass without gradient on the gold distances predicts the distance of every target
+        token (eq. 11); the input distance of position ``t + 1`` becomes the one predicted at ``t``,
+        as generation feeds it back (the leading ``</s>`` keeps :data:`BOS_DISTANCE`, padding 0).
+        Each position takes the prediction with probability ``--nsd-target-sampling``.
+        """
+        gold = (tgt_syntax or {}).get(self.nsd_key) if self.nsd_key is not None else None
+        if gold is None or self.nsd_feedback is None or self.nsd_predictor is None:
+            return tgt_syntax
+        with torch.no_grad():
+            _, extra = self.extract_features(prev_output_tokens, encoder_out, tgt_syntax=tgt_syntax)
+            predicted = self.nsd_feedback.predicted(extra[TGT_NSD_LOGITS_KEY][0])  # of target[:, t]
+        own = torch.cat([predicted[:, :1], predicted[:, :-1]], dim=1)  # position t + 1 reads t's prediction
+        own = own.masked_fill(prev_output_tokens.eq(self.dictionary.eos()), BOS_DISTANCE)
+        own = own.masked_fill(prev_output_tokens.eq(self.padding_idx), 0).to(gold.dtype)
+        if self.nsd_sampling < 1:
+            own = torch.where(torch.rand(own.shape, device=own.device) < self.nsd_sampling, own, gold)
+        return {**tgt_syntax, self.nsd_key: own}
 
     def _predictor_input(self, states: Tensor, tokens: Tensor) -> Tensor:
         """What eq. 11 reads: ``h`` (``state``), or ``[h; E(y)]`` (``state+token``) for ``states (B, T, C)``."""

@@ -1,0 +1,78 @@
+"""The validation metrics fairseq-train logged, read back from its log for a run's result.
+
+A checkpoint keeps only the best value of ``--best-checkpoint-metric``. What a reader of a
+result also wants (the translation's own validation loss ``nll_loss``, beside ``loss``, which
+adds the syntactic distance terms, and ``nll_loss_fed`` of a decoder that reads target
+distances) is in the training log: fairseq writes one ``valid`` line per validation, in its
+``simple`` format (``... | valid on 'valid' subset | loss 4.1 | nll_loss 3.2 | ... | num_updates 650``)
+or ``json`` format (``{"epoch": 5, "valid_loss": "4.1", ...}``). :func:`valid_metrics` returns the
+numbers of the validation at a given update (the last one logged there: a resumed run appends).
+"""
+
+import json
+import math
+import re
+from typing import Dict, Optional
+
+from fairseq_syntax_core.errors import InputError
+
+__all__ = ["valid_metrics"]
+
+_SIMPLE = re.compile(r"\| valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
+_JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
+#: the fields kept in a result (all losses are per target token, in bits, as fairseq logs them)
+KEPT = ("loss", "nll_loss", "nll_loss_fed", "nll_loss_gap", "ppl", "tgt_nsd_acc", "tgt_nsd_fed_acc", "nsd_acc",
+        "num_updates", "epoch")
+
+
+def _number(text: str) -> Optional[float]:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
+    found = _SIMPLE.search(line)
+    if found:
+        if found.group("subset") != subset:
+            return None
+        pairs = (part.strip().rsplit(" ", 1) for part in found.group("fields").split("|"))
+        values = {pair[0]: _number(pair[1]) for pair in pairs if len(pair) == 2}
+        epoch = re.search(r"\| epoch (\d+) \|", line)
+        if epoch:
+            values["epoch"] = float(epoch.group(1))
+        return {k: v for k, v in values.items() if v is not None}
+    found = _JSON.search(line)
+    if found:
+        try:
+            record = json.loads(found.group("json"))
+        except ValueError:
+            return None
+        if not isinstance(record, dict) or record.get("valid_subset", subset) != subset:
+            return None
+        values = {k[len("valid_"):]: _number(v) for k, v in record.items() if k.startswith("valid_")}
+        values["epoch"] = _number(record.get("epoch"))
+        return {k: v for k, v in values.items() if v is not None}
+    return None
+
+
+def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, float]:
+    """The :data:`KEPT` metrics of the last validation of ``subset`` logged at ``updates`` in ``path``.
+
+    Raises :class:`InputError` naming the file when it cannot be read or logs no such validation.
+    """
+    found: Optional[Dict[str, float]] = None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                values = _fields(line.rstrip("\n"), subset)
+                if values is not None and values.get("num_updates") == updates:
+                    found = values
+    except OSError as error:
+        raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
+    if found is None:
+        raise InputError(path, None, f"logs no validation on '{subset}' at update {updates} (fairseq-train's "
+                         "'valid' lines, --log-format simple or json): is it this run's log?")
+    return {k: (int(v) if k in ("num_updates", "epoch") else v) for k, v in found.items() if k in KEPT}

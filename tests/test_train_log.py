@@ -1,0 +1,50 @@
+"""A run's validation metrics read back from fairseq-train's log (``report record --train-log``)."""
+
+import pytest
+
+from fairseq_syntax.analysis.train_log import valid_metrics
+from fairseq_syntax_core.errors import InputError
+
+SIMPLE = """2026-11-26 08:47:27 | INFO | train | epoch 005 | loss 4.9 | nll_loss 3.5 | num_updates 650
+2026-11-26 08:47:27 | INFO | valid | epoch 005 | valid on 'valid' subset | loss 4.734 | nll_loss 3.245 | ppl 9.48 | wps 3587.2 | num_updates 650 | best_loss 4.734
+2026-11-26 08:47:28 | INFO | valid | epoch 005 | valid on 'test' subset | loss 9.9 | nll_loss 9.9 | num_updates 650
+2026-11-26 08:52:59 | INFO | valid | epoch 006 | valid on 'valid' subset | loss 4.463 | nll_loss 2.894 | nll_loss_fed 3.1 | nll_loss_gap 0.206 | num_updates 780 | best_loss 4.463
+"""
+JSON = """2026-11-26 08:48:32 | INFO | valid | {"epoch": 3, "valid_loss": "5.934", "valid_nll_loss": "4.232", "valid_nll_loss_fed": "5.166", "valid_tgt_nsd_fed_acc": "46.3", "valid_num_updates": "300"}
+"""
+
+
+def test_the_validation_at_the_best_update_in_the_simple_format(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(SIMPLE, encoding="utf-8")
+    assert valid_metrics(str(log), 650) == {"epoch": 5, "loss": 4.734, "nll_loss": 3.245, "ppl": 9.48, "num_updates": 650}
+    later = valid_metrics(str(log), 780)
+    assert later["nll_loss_fed"] == 3.1 and later["nll_loss_gap"] == 0.206 and later["epoch"] == 6
+
+
+def test_a_resumed_run_appends_and_the_last_validation_counts(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(SIMPLE + SIMPLE.replace("loss 4.463", "loss 4.400"), encoding="utf-8")
+    assert valid_metrics(str(log), 780)["loss"] == 4.400
+
+
+def test_the_json_format(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(JSON, encoding="utf-8")
+    got = valid_metrics(str(log), 300)
+    assert got["nll_loss"] == 4.232 and got["nll_loss_fed"] == 5.166 and got["tgt_nsd_fed_acc"] == 46.3
+    assert got["epoch"] == 3
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe garbage\n", SIMPLE.encode().replace(b"num_updates 780", b"num_updates nan")])
+def test_a_log_without_that_validation_is_one_line_naming_it(tmp_path, content):
+    log = tmp_path / "train.log"
+    log.write_bytes(content)
+    with pytest.raises(InputError, match=r"train.log: logs no validation on 'valid' at update 780") as error:
+        valid_metrics(str(log), 780)
+    assert "\n" not in str(error.value)
+
+
+def test_a_missing_log_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="nope.log: cannot be read"):
+        valid_metrics(str(tmp_path / "nope.log"), 1)
