@@ -9,6 +9,7 @@ the leading ``</s>`` and at padding), ``target_syntax["distance"]`` aligned with
 """
 
 import math
+import os
 import shutil
 import types
 from typing import Dict, List, Optional, Sequence
@@ -425,6 +426,26 @@ def test_target_nsd_trains_and_decodes_on_a_parsed_french_target(tmp_path, en_fr
                        "--target-lang", "fr", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
                        "data-bin/bpe.codes", "--beam", "2", "--max-len-b", "20"], cwd=tmp_path, stdin=text)
     assert len([l for l in translated.stdout.splitlines() if l.startswith("H-")]) == 2
+    # the same lines give the same translation and score through both commands (preprocessed parse and
+    # side-files in fairseq-generate, raw text parsed on the fly in fairseq-interactive)
+    from .conftest import SAMPLE
+
+    with open(os.path.join(SAMPLE, "test.en"), encoding="utf-8") as handle:
+        raw = [next(handle) for _ in range(30)]
+    detok = ["--source-lang", "en", "--target-lang", "fr", "--tokenizer", "moses", "--bpe", "subword_nmt",
+             "--bpe-codes", "data-bin/bpe.codes", "--beam", "3", "--max-len-b", "20", "--batch-size", "1"]
+    generated = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                      "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--gen-subset", "test", *detok],
+                     cwd=tmp_path)
+    translated = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                       "syntax_translation", "--path", "ckpt/checkpoint_last.pt", *detok], cwd=tmp_path,
+                     stdin="".join(raw))
+
+    def scored(stdout):
+        return {int(l.split("\t")[0][2:]): (l.split("\t")[2], round(float(l.split("\t")[1]), 3))
+                for l in stdout.splitlines() if l.startswith("H-")}
+
+    assert len(scored(generated.stdout)) == 30 and scored(generated.stdout) == scored(translated.stdout)
 
 
 # ----------------------------------------------------------------- validation as generation runs
