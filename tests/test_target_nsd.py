@@ -368,7 +368,7 @@ def test_criterion_adds_the_target_terms(arch):
 
 def test_gradients_reach_the_target_predictor_and_embedding():
     torch.manual_seed(9)
-    model = build("transformer_nsd_target").train()
+    model = build("transformer_nsd_target", ["--nsd-target-sampling", "0"]).train()  # teacher forcing: gold inputs
     loss, _, _ = criterion()(model, training_sample(model))
     loss.backward()
     dec = model.decoder
@@ -544,3 +544,18 @@ def test_checkpoint_selection_on_the_distance_terms_is_advised_against():
     assert selection_advice("nll_loss", source) is None and selection_advice("bleu", source) is None
     assert selection_advice("loss", build("transformer_nsd_target", ["--no-nsd-target-predict", "--nsd-target-input",
                                                                      "none", "--nsd-target-spe-lambda", "0"])) is None
+
+
+def test_checkpoints_before_the_options_keep_their_behaviour():
+    """Args of a built model that predate --nsd-target-predict-from/--nsd-target-sampling keep eq. 11 on h_t
+    alone and teacher forcing; a new command line gets state+token and the model's own distances."""
+    from fairseq_syntax.models.syntax_transformer.config import upgrade_args
+
+    old = parse("transformer_nsd_target")
+    for name in ("nsd_target_predict_from", "nsd_target_sampling"):
+        delattr(old, name)
+    old.syntax_num_labels = 5  # a built model's args (a checkpoint)
+    upgrade_args(old)
+    assert (old.nsd_target_predict_from, old.nsd_target_sampling) == ("state", 0.0)
+    new = parse("transformer_nsd_target")
+    assert (new.nsd_target_predict_from, new.nsd_target_sampling) == ("state+token", 1.0)

@@ -182,9 +182,10 @@ class SyntaxModelConfig(FairseqDataclass):
         "state = the state alone, before the token is chosen (checkpoints made before this option keep it)",
         choices=NSD_TARGET_PREDICT_FROM)
     nsd_target_sampling: float = _opt(
-        0.0, "training only: the share of the decoder's input distances replaced by the model's own predictions "
+        1.0, "training only: the share of the decoder's input distances replaced by the model's own predictions "
         "(a first pass without gradient on the gold ones, as scheduled sampling): 1 = the decoder always trains on "
-        "what it predicts, as it decodes; 0 = on the gold distances (teacher forcing)", metavar="P")
+        "what it predicts, as it decodes; 0 = on the gold distances (teacher forcing, as before this option)",
+        metavar="P")
     # ---- Xie et al. 2021 (paper 001): global syntactic position
     gps_layers: str = _opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
                            "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
@@ -456,6 +457,8 @@ def upgrade_args(args: Any) -> None:
             setattr(args, "nsd_roots", "line")
         if safe_getattr(args, "nsd_target_predict_from", None) is None:  # before the option: eq. 11 on h_t alone
             setattr(args, "nsd_target_predict_from", "state")
+        if safe_getattr(args, "nsd_target_sampling", None) is None:  # before the option: teacher forcing
+            setattr(args, "nsd_target_sampling", 0.0)
     if safe_getattr(args, "rel_no_keys", None) is None:
         return
     for old, (new, convert) in _RENAMED_ARGS.items():
