@@ -7,6 +7,10 @@ fairseq checkpoints hold to torch's ``weights_only`` loader (see ``checkpoints.p
 
 __version__ = "0.1.0"
 
+from fairseq_syntax_core.startup import install_startup_handler
+
+install_startup_handler()  # before torch and fairseq: Ctrl-C while they import is one line (startup.py)
+
 from . import checkpoints  # noqa: F401  (before any checkpoint is loaded)
 from . import compat
 

@@ -15,7 +15,11 @@ fairseq function                        what the wrapper adds                   
                                         naming it (fairseq: ``EOFError: Ran out
                                         of input`` or a zip error, no file), as
                                         is one holding an object not on the
-                                        allow-list; refuses to read when torch
+                                        allow-list, or one that loads but is
+                                        not shaped as fairseq indexes it (a
+                                        list, a string, no settings: fairseq's
+                                        TypeError or RuntimeError naming no
+                                        file); refuses to read when torch
                                         would not load weights-only
                                         (``checkpoint_loader``)
 ``checkpoint_utils.torch_persistent_save``  a checkpoint that cannot be written    0.12.2,
@@ -62,7 +66,9 @@ import os
 import sys
 from typing import Iterator, List, Mapping, Optional
 
-from fairseq_syntax_core.checkpoint_loader import READ_ERRORS, checkpoint_read_error, default_load_problem
+from fairseq_syntax_core.checkpoint_loader import (
+    READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint,
+)
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
@@ -86,8 +92,8 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         unsafe = default_load_problem()  # fairseq leaves weights_only to torch's default
         if unsafe is not None:
             raise CheckpointError(path, None, unsafe)
-        if os.path.isfile(path) and os.path.getsize(path) == 0:
-            raise checkpoint_read_error(path, EOFError())
+        if os.path.isfile(path):  # a local file (fairseq also reads URLs): its structure, before fairseq's
+            load_fairseq_checkpoint(path, mmap=True)  # upgrade code indexes it (the weights stay on disk)
         try:
             return original(path, arg_overrides, load_on_all_ranks)
         except READ_ERRORS as error:

@@ -10,6 +10,11 @@ was given, by their positions, which are the sample ids of its batches
 different texts keep their own parses. ``SyntaxTransformerModel.from_pretrained`` and
 ``Tree2SeqModel.from_pretrained`` return it. Tensors not made by ``encode`` (ids you encoded
 yourself, a 2-D tensor's rows) are parsed from words rebuilt from the ids, with a warning.
+
+The BPE codes the hub applies (``bpe_codes=``) are checked by the task before fairseq's
+``GeneratorHubInterface`` builds the segmenter: codes that are not subword-nmt's, or not those
+the model was trained with, are refused (``allow_other_data_bin=True``: a warning), as in
+fairseq-interactive (``SyntaxTranslationTask.check_applied_bpe``).
 """
 
 import weakref
@@ -23,6 +28,9 @@ from fairseq_syntax_preprocess.fileio import BOM
 
 class SyntaxHubInterface(GeneratorHubInterface):
     def __init__(self, cfg, task, models) -> None:
+        check_applied_bpe = getattr(task, "check_applied_bpe", None)  # fairseq's __init__ builds the BPE
+        if check_applied_bpe is not None:
+            check_applied_bpe(getattr(cfg, "bpe", None))
         super().__init__(cfg, task, models)
         #: id(tensor) -> (weak reference to that tensor, its encoded text), for the tensors encode returned
         self._texts: Dict[int, Tuple[weakref.ref, str]] = {}

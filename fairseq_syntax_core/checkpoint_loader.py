@@ -16,6 +16,11 @@ training checkpoints of legacy (argparse) models pickle the model arguments as a
   ``fairseq_syntax.checkpoints`` adds the allow-list to torch's global one when the plugin is
   imported (:func:`allow_fairseq_checkpoints`), and ``fairseq_syntax.compat`` refuses to let
   fairseq read when :func:`default_load_problem` says the default would unpickle anything.
+* :func:`check_fairseq_state` is the one check that what a file holds is shaped as fairseq's
+  readers index it (a dict of tensor weights, settings, optimizer history, ...): fairseq's reads
+  (``fairseq_syntax.compat`` runs it before fairseq's own upgrade code touches the state), the
+  provenance read and ``fairseq-syntax-report record`` (:func:`load_fairseq_checkpoint`) refuse
+  anything else with one :class:`CheckpointError`, as they refuse an unreadable file.
 
 This module imports only NumPy and PyTorch (never fairseq), so commands that only read
 checkpoints need not import fairseq.
@@ -26,7 +31,7 @@ import os
 import pickle
 import re
 import zipfile
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional
 
 import numpy as np
 import torch
@@ -100,10 +105,14 @@ def _detail(error: BaseException) -> str:
     return " ".join(text.split())[:200]
 
 
+#: what every message about a file that is not a usable checkpoint ends with
+_USE_ANOTHER = ("; expected a checkpoint written by fairseq-train. Use another one "
+                "(checkpoint_best.pt, checkpoint_last.pt, an epoch checkpoint) or train again")
+
+
 def checkpoint_read_error(path: str, error: BaseException) -> CheckpointError:
     """The one-line message for a checkpoint that could not be read (``error`` is why)."""
-    suffix = ("; expected a checkpoint written by fairseq-train. Use another one "
-              "(checkpoint_best.pt, checkpoint_last.pt, an epoch checkpoint) or train again")
+    suffix = _USE_ANOTHER
     name = refused_global(error)
     if name is not None:
         return CheckpointError(path, None, f"the checkpoint holds an object that is not allowed ({name}) and was "
@@ -128,6 +137,12 @@ def load_checkpoint(path: str, mmap: bool = False) -> Any:
     ``mmap``: the tensors stay in the file until used (for reading a checkpoint's settings only).
     """
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        # a FIFO would block the read forever, a device never ends
+        raise CheckpointError(path, None, "is not a regular file (a FIFO, socket or device): expected a checkpoint "
+                              "file written by fairseq-train")
+    # torch maps only zip-format files (torch >= 1.6); an older file is read as a whole
+    mmap = mmap and zipfile.is_zipfile(path)
     # torch's context removes on exit every global it was given, even one added process-wide
     # before (the plugin's, for fairseq's reads): give it only those not admitted already
     admitted = set(torch.serialization.get_safe_globals())
@@ -137,3 +152,104 @@ def load_checkpoint(path: str, mmap: bool = False) -> Any:
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as error:  # whatever a damaged or hostile file raises is the file's fault
         raise checkpoint_read_error(path, error) from None
+
+
+# ------------------------------------------------------------------ the structure fairseq reads
+#: parts of a checkpoint that fairseq's readers index as dicts when they are there
+_SECTIONS = ("extra_state", "task_state")
+#: parts that are dicts, or None when there was nothing to save (a criterion without parameters)
+_OPTIONAL_SECTIONS = ("criterion", "last_optimizer_state")
+
+
+def _a(value: Any) -> str:
+    """``a list``, ``an int``, ``None``: what a value is, for messages."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _settings_problem(state: dict) -> Optional[str]:
+    """What of ``args`` and ``cfg`` (the settings fairseq builds the task and the model from) is unusable."""
+    args, cfg = state.get("args"), state.get("cfg")
+    if args is not None and not isinstance(args, argparse.Namespace):
+        return f"its 'args' is {_a(args)}, not fairseq's argparse.Namespace of settings"
+    if cfg is not None:
+        if not isinstance(cfg, Mapping):
+            return f"its 'cfg' is {_a(cfg)}, not a dict of settings"
+        for name, section in cfg.items():
+            if not isinstance(name, str):
+                return f"its 'cfg' has a key {name!r} that is not a section name"
+            if name.startswith("_"):  # FairseqConfig's _name
+                continue
+            if section is not None and not isinstance(section, (Mapping, argparse.Namespace)):
+                return f"its cfg['{name}'] is {_a(section)}, not a section of settings"
+    if args is None:
+        if cfg is None:
+            return "it holds neither 'cfg' nor 'args' (the settings the model was trained with)"
+        for name in ("model", "task"):
+            if cfg.get(name) is None:
+                return f"its 'cfg' has no '{name}' settings"
+    return None
+
+
+def _training_state_problem(state: dict) -> Optional[str]:
+    """What of the optimizer history and the extra state (which fairseq upgrades and resumes from) is unusable."""
+    if "optimizer_history" in state:
+        history = state["optimizer_history"]
+        if not isinstance(history, list) or not history or not all(isinstance(h, Mapping) for h in history):
+            return f"its 'optimizer_history' is {_a(history)}, not a non-empty list of dicts"
+        updates = history[-1].get("num_updates", 0)
+        if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)):
+            return f"its optimizer_history's num_updates is {_a(updates)}, not a whole number"
+    elif not ("best_loss" in state and "optimizer" in state):  # fairseq upgrades its oldest checkpoints' keys
+        return "it holds no 'optimizer_history'"
+    if "extra_state" not in state and "epoch" not in state:  # the same (the oldest kept the epoch on top)
+        return "it holds no 'extra_state'"
+    for name in _SECTIONS:
+        if name in state and not isinstance(state[name], Mapping):
+            return f"its '{name}' is {_a(state[name])}, not a dict"
+    for name in _OPTIONAL_SECTIONS:
+        if state.get(name) is not None and not isinstance(state[name], Mapping):
+            return f"its '{name}' is {_a(state[name])}, not a dict"
+    iterator = (state.get("extra_state") or {}).get("train_iterator")
+    if iterator is not None and not isinstance(iterator, Mapping):
+        return f"its extra_state's train_iterator is {_a(iterator)}, not a dict"
+    return None
+
+
+def structure_problem(state: Any) -> Optional[str]:
+    """What in ``state`` is not shaped as fairseq's readers index a checkpoint, or None.
+
+    fairseq 0.12 (``checkpoint_utils.load_checkpoint_to_cpu`` and ``_upgrade_state_dict``,
+    ``load_model_ensemble_and_task``, ``Trainer.load_checkpoint``) indexes a checkpoint without
+    looking: a file that loads weights-only but holds something else (a list, a string, an
+    ``argparse.Namespace``, a dict with a string for its weights) fails there with a
+    ``TypeError``, ``AttributeError`` or ``RuntimeError`` naming no file.
+    """
+    if not isinstance(state, dict):
+        return f"it holds {_a(state)}, not fairseq's dict of weights and settings"
+    model = state.get("model")
+    if not isinstance(model, Mapping):
+        return "it holds no 'model' (the weights)" if model is None else \
+            f"its 'model' is {_a(model)}, not a dict of tensors (the weights)"
+    for key, value in model.items():
+        if not isinstance(key, str):
+            return f"its 'model' has a key {key!r} that is not a parameter name"
+        if not torch.is_tensor(value):
+            return f"its 'model' entry {key!r} is {_a(value)}, not a tensor"
+    return _settings_problem(state) or _training_state_problem(state)
+
+
+def check_fairseq_state(path: str, state: Any) -> Any:
+    """``state`` (read from ``path``) if fairseq's readers can index it; else the one-line
+    :class:`CheckpointError` naming ``path`` and what is wrong (:func:`structure_problem`)."""
+    problem = structure_problem(state)
+    if problem is not None:
+        raise CheckpointError(os.fspath(path), None, f"it is not a fairseq checkpoint: {problem}" + _USE_ANOTHER)
+    return state
+
+
+def load_fairseq_checkpoint(path: str, mmap: bool = False) -> dict:
+    """:func:`load_checkpoint`, then :func:`check_fairseq_state`: a fairseq checkpoint, or one CheckpointError."""
+    return check_fairseq_state(path, load_checkpoint(path, mmap=mmap))

@@ -25,7 +25,7 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .errors import DataBinError
-from .names import FILE_NAME, LANGUAGE, SPLIT, STREAM, check_name
+from .names import FILE_NAME, LANGUAGE, PIPELINE, SPLIT, STREAM, check_name
 from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
@@ -96,6 +96,8 @@ TARGET_STREAM_REGISTRY: Dict[str, Stream] = {name: replace(STREAMS[name], side=T
 #: ``syntax.json``: where the phrase structure came from, and the lines without one
 PHRASE_STRUCTURE_KEY = "phrase_structure"
 PHRASE_FROM_DEPENDENCY, PHRASE_FROM_PTB = "dependency-conversion", "ptb"
+#: ``syntax.json`` keys whose value is an object of settings, where present
+OBJECT_KEYS = ("tokenizer", "parser", "bpe", "projection", PHRASE_STRUCTURE_KEY, TARGET_PARSE_KEY)
 
 
 def registry(side: str) -> Dict[str, Stream]:
@@ -122,10 +124,13 @@ def stream_prefix(destdir: str, split: str, src: str, tgt: str, lang: str, strea
 def check_metadata(meta: Dict, path: str) -> Dict:
     """``meta``, read from the ``syntax.json`` at ``path``, with every name that makes a path checked.
 
-    Languages, parsed languages and their streams, splits, the BPE codes file and the shard
-    record (:func:`fairseq_syntax_core.shards.check_shard_record`) must be what the pipeline
-    writes (:mod:`.names`); else a DataBinError naming ``path`` and the key. Every reader of
-    ``syntax.json`` calls this, so no consumer builds a path from an unchecked name.
+    Languages, parsed languages and their streams, splits, the BPE codes file, the spaCy
+    pipelines that decoding loads (``parser.name``, ``target_parse.parser.name``: package names,
+    never folders) and the shard record (:func:`fairseq_syntax_core.shards.check_shard_record`)
+    must be what the pipeline writes (:mod:`.names`); the settings (:data:`OBJECT_KEYS`) and each
+    split's entry must be objects. Else a DataBinError naming ``path`` and the key. Every reader of
+    ``syntax.json`` calls this, so no consumer builds a path from an unchecked name, loads a
+    pipeline from a folder the file names, or reads a setting of the wrong type.
     """
     from .shards import SHARD_KEY, check_shard_record
 
@@ -135,6 +140,16 @@ def check_metadata(meta: Dict, path: str) -> Dict:
     for key in (PARSED_LANGS_KEY, "splits"):
         if key in meta and not isinstance(meta[key], dict):
             raise DataBinError(path, None, f"key {key}: {type(meta[key]).__name__}, expected an object of names")
+    for key in OBJECT_KEYS:
+        if key in meta and not isinstance(meta[key], dict):
+            raise DataBinError(path, None, f"key {key}: {type(meta[key]).__name__}, expected an object of settings")
+    target_parser = meta.get(TARGET_PARSE_KEY, {}).get("parser")
+    if target_parser is not None and not isinstance(target_parser, dict):
+        raise DataBinError(path, None, f"key {TARGET_PARSE_KEY}.parser: {type(target_parser).__name__}, "
+                                       "expected an object of settings")
+    for key, record in (("parser", meta.get("parser")), (f"{TARGET_PARSE_KEY}.parser", target_parser)):
+        if record is not None and record.get("name") is not None:
+            check_name(PIPELINE, record["name"], path, f"{key}.name")
     for i, (lang, streams) in enumerate(meta.get(PARSED_LANGS_KEY, {}).items()):
         check_name(LANGUAGE, lang, path, f"{PARSED_LANGS_KEY}[{i}]")
         if not isinstance(streams, list):
@@ -142,11 +157,22 @@ def check_metadata(meta: Dict, path: str) -> Dict:
                                            "expected a list of stream names")
         for j, name in enumerate(streams):
             check_name(STREAM, name, path, f"{PARSED_LANGS_KEY}.{lang}[{j}]")
-    for i, split in enumerate(meta.get("splits", {})):
+    for i, (split, entry) in enumerate(meta.get("splits", {}).items()):
         check_name(SPLIT, split, path, f"splits[{i}]")
+        if not isinstance(entry, dict):
+            raise DataBinError(path, None, f"key splits.{split}: {type(entry).__name__}, expected an object "
+                                           "(the split's sentences and skipped lines)")
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and "codes" in bpe:
         check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
     if SHARD_KEY in meta:
         check_shard_record(meta[SHARD_KEY], path)
     return meta
+
+
+def required(meta: Dict, key: str, path: str) -> object:
+    """``meta[key]``, or a DataBinError naming ``path`` and the missing key."""
+    if key not in meta:
+        raise DataBinError(path, None, f"has no key {key}: not the metadata that fairseq-syntax-preprocess writes "
+                                       "(damaged, or edited); re-run fairseq-syntax-preprocess")
+    return meta[key]

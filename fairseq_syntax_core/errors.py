@@ -1,12 +1,14 @@
 """Errors that reach the user as one clear line: every one names a file (and a line where there is one).
 
-The hierarchy is shared by the pipeline and the plugin (this module imports nothing), so
-that every command, ours or fairseq's with ``--user-dir fairseq_syntax``, prints these as
+The hierarchy is shared by the pipeline and the plugin (this module imports only
+:mod:`.oneline`), so that every command, ours or fairseq's with ``--user-dir fairseq_syntax``, prints these as
 ``PROG: error: FILE:LINE: what was expected`` instead of a traceback
 (:func:`fairseq_syntax_preprocess.interrupts.install_error_hook`).
 """
 
 from typing import Optional
+
+from .oneline import one_line
 
 
 class UserError(Exception):
@@ -18,11 +20,15 @@ class UsageError(UserError):
 
 
 class InputError(UserError, ValueError):
-    """Bad input: names the file, the 1-based line and what was expected."""
+    """Bad input: names the file, the 1-based line and what was expected.
+
+    The text is one line whatever the path or the message holds (:func:`.oneline.one_line`): a file
+    name or a value read from a file with a line break or an escape sequence cannot forge lines.
+    """
 
     def __init__(self, path: str, line: Optional[int], message: str) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
+        super().__init__(one_line(f"{where}: {message}"))
         self.path = path
         self.line = line
         self.message = message

@@ -15,6 +15,7 @@ import numpy as np
 
 from .databin import LENGTH_PRIOR_FILE
 from .errors import DataBinError
+from .jsonfile import read_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -185,11 +186,7 @@ def length_prior_path(data_path: str, src: str, tgt: str) -> str:
 def read_length_prior(path: str, src: Optional[str] = None, tgt: Optional[str] = None) -> LengthPrior:
     """The table stored at ``path``, checked (``DataBinError`` naming the file)."""
     remake = "delete it (the task then estimates the table from the train split) or re-run fairseq-syntax-preprocess"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DataBinError(path, None, f"cannot be read as JSON ({error}); {remake}") from None
+    data = read_json_file(path, DataBinError, remake)
     try:
         prior = LengthPrior.from_json(data)
     except ValueError as error:

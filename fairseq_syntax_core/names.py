@@ -11,7 +11,8 @@ the command line, and refused as one line naming the file and the key::
 
 The patterns take every name the pipeline has written: splits ``train``, ``valid``,
 ``valid1``, ``test``, ``test1``, ...; streams ``head``, ``deplabel``, ``pos``, ``phrase``;
-languages such as ``en``, ``de``, ``en_US``, ``zh-Hans``, ``en_XX``; the file ``bpe.codes``.
+languages such as ``en``, ``de``, ``en_US``, ``zh-Hans``, ``en_XX``; the file ``bpe.codes``; the
+spaCy pipelines ``en_core_web_sm``, ``fr_core_news_sm`` (a package name: no path).
 """
 
 import re
@@ -41,6 +42,12 @@ LANGUAGE = NameKind("language code", re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*", r
                     "letters, digits, _ and - not first (en, de, en_US, zh-Hans)")
 FILE_NAME = NameKind("file name", re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", re.ASCII),
                      "one file of the folder: letters, digits, _, - and . not first (bpe.codes)")
+#: a spaCy pipeline recorded in ``syntax.json`` (``parser.name``, ``target_parse.parser.name``), loaded at
+#: decoding: an installed package, never a folder (a data-bin could name code-bearing pipeline folders
+#: anywhere); only the command line (``--parser``, ``--syntax-parser``) may name a folder
+PIPELINE = NameKind("spaCy pipeline package name", re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", re.ASCII),
+                    "an installed package's name: letters, digits, _, - and . not first (en_core_web_sm); "
+                    "a pipeline folder can be given on the command line only (--syntax-parser)")
 
 
 def name_problem(kind: NameKind, value: object) -> Optional[str]:

@@ -28,6 +28,7 @@ from .databin import (
     dictionary_path,
 )
 from .errors import DataBinError
+from .oneline import quoted
 
 SHARD_KEY = "shard"
 #: ``syntax.json`` entries every shard of a run must share (the ids' meaning, the trees' construction)
@@ -112,7 +113,7 @@ def check_same_run(first: str, first_meta: Dict, other: str, other_meta: Dict) -
         if mine[key] != theirs[key]:
             raise DataBinError(
                 os.path.join(other, METADATA_FILE), None,
-                f"{key} {theirs[key]!r} differs from {first}'s {mine[key]!r}: the shards of one training must "
+                f"{key} {quoted(theirs[key])} differs from {first}'s {quoted(mine[key])}: the shards of one training must "
                 "come from one preprocessing setup (the same --dictdir and flags)",
             )
     for name in id_files(first_meta):

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from . import bpe as bpe_stage
 from .conllu import format_conllu, trees_for_lines
-from .destdir import make_temp_dir, move_into_place
+from .destdir import filling, move_into_place
 from .dictdir import DICT_ONLY_KEY
 from fairseq_syntax_core.databin import (
     CODES_FILE,
@@ -45,9 +45,10 @@ from fairseq_syntax_core.databin import (
     stream_prefix,
 )
 from fairseq_syntax_core.errors import InputError, StageError, UserError
+from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from .fileio import is_visible, nonempty_lines, read_lines
-from .interrupts import USER_ERRORS, handle_termination, print_error, removed_on_failure, signals_deferred
+from .interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import SUBWORD_LABEL, project
@@ -249,8 +250,7 @@ def run(args) -> Dict[str, object]:
     if args.external_parse is None:  # loaded first: an unknown pipeline fails before any work
         disable = [c for c in args.parser_disable.split(",") if c]
         nlp = load_pipeline(args.parser, disable)
-        parser_meta = pipeline_metadata(nlp)
-        parser_meta["name"] = args.parser
+        parser_meta = pipeline_metadata(nlp, args.parser)
     target_nlp = None
     target_meta: Optional[Dict[str, str]] = None
     if target_parsed(args):
@@ -258,8 +258,7 @@ def run(args) -> Dict[str, object]:
         if args.target_external_parse is None:
             target_nlp = load_pipeline(args.target_parser, [c for c in args.parser_disable.split(",") if c],
                                        flag="--target-parser")
-            target_meta = pipeline_metadata(target_nlp)
-            target_meta["name"] = args.target_parser
+            target_meta = pipeline_metadata(target_nlp, args.target_parser)
 
     if args.num_shards is not None:
         from .streaming import run_shard
@@ -268,10 +267,9 @@ def run(args) -> Dict[str, object]:
 
     start = time.perf_counter()
     stages = StageClock()
-    out = make_temp_dir(destdir)
-    work = os.path.join(out, ".work")
     text_chain = None
-    with removed_on_failure(out):
+    with filling(destdir) as out:
+        work = os.path.join(out, ".work")
         try:
             os.mkdir(work)
             for split in splits:
@@ -540,8 +538,7 @@ class TextChain:
         if not os.path.exists(self.report):
             raise StageError(f"the BPE/binarization process died (exit code {self.process.exitcode}; "
                              "killed for memory?)")
-        with open(self.report, encoding="utf-8") as handle:
-            result = json.load(handle)
+        result = read_json_file(self.report)  # this run's own file: damaged only by a full disk
         if "user_error" in result:
             raise StageError(result["user_error"])
         if "error" in result:

@@ -25,7 +25,8 @@ timeout, SLURM jobs until ``scancel``.
 
 Before anything is submitted, ``DESTDIR`` is checked as ``fairseq-syntax-preprocess`` checks its
 ``--destdir`` (not empty: ``""`` would be the working folder; not ``.``, a file, a link or an
-unwritable place), ``--log-folder`` likewise, ``--engine slurm`` needs ``sbatch`` and ``srun``, and
+unwritable place; a folder holding files is refused without ``--overwrite``, and with it may hold
+only an earlier run's ``shardN`` folders besides submitit's log folder), ``--log-folder`` likewise, ``--engine slurm`` needs ``sbatch`` and ``srun``, and
 every shard's arguments are checked as the command would check them (inputs, dictionaries,
 ``--destdir``); every error is one line (file-system errors too). After the jobs, the shards are
 checked together (:func:`fairseq_syntax_core.shards.check_shard_set`): any failed or missing
@@ -37,6 +38,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -48,7 +50,9 @@ from fairseq_syntax_core.errors import DataBinError, UsageError, UserError
 from fairseq_syntax_core.shards import check_shard_set
 
 from .argtypes import positive
-from .destdir import check_destdir_path, check_folder_creatable, check_folder_given, our_metadata
+from .destdir import (
+    OLD_MARK, TMP_MARK, check_destdir_path, check_folder_creatable, check_folder_given, listed, not_empty, our_metadata,
+)
 from .interrupts import USER_ERRORS, print_error
 
 PROG = "fairseq-syntax-preprocess-cluster"
@@ -144,6 +148,32 @@ def check_shards(destdir: str, num_shards: int) -> None:
                                              f"--shard-id {shard_id} --destdir {folder})")
         shards.append((folder, meta))
     check_shard_set(shards)
+
+
+#: what DESTDIR of an earlier run holds: shard folders (and a killed run's temporary ones), submitit's log folder
+_SHARD_ENTRY = re.compile(rf"shard\d+|\.shard\d+({re.escape(TMP_MARK)}|{re.escape(OLD_MARK)}).+")
+DEFAULT_LOG_FOLDER = "submitit"
+
+
+def check_destdir_contents(destdir: str, overwrite: bool, log_folder: str) -> None:
+    """DESTDIR as ``fairseq-syntax-preprocess`` checks its ``--destdir``: absent or empty (submitit's log folder
+    aside), else refused without ``--overwrite``; with it, only an earlier run's shard folders may be there (each
+    is checked as a data-bin of ours by its shard's own check), never another data-bin or the user's files."""
+    if not os.path.isdir(destdir):
+        return
+    inside = os.path.relpath(os.path.abspath(log_folder), os.path.abspath(destdir)).split(os.sep)[0]
+    own_logs = {DEFAULT_LOG_FOLDER, inside}
+    entries = [name for name in os.listdir(destdir)
+               if not (name in own_logs and os.path.isdir(os.path.join(destdir, name)))]
+    if not entries:
+        return
+    if not overwrite:
+        raise not_empty(destdir)
+    foreign = sorted(name for name in entries if not _SHARD_ENTRY.fullmatch(name)
+                     or os.path.islink(os.path.join(destdir, name)) or not os.path.isdir(os.path.join(destdir, name)))
+    if foreign:
+        raise UsageError(f"--overwrite refused: {destdir} holds what is not a shard of {PROG} ({listed(foreign)}); "
+                         "nothing was deleted. Move it out, or choose another --destdir")
 
 
 #: the SLURM commands submitit runs
@@ -348,9 +378,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     # DESTDIR as fairseq-syntax-preprocess checks its --destdir (each shard's is checked below)
     check_destdir_path(args.destdir)
     check_engine(args.engine)
-    folder = os.path.abspath(args.log_folder or os.path.join(destdir, "submitit"))
+    folder = os.path.abspath(args.log_folder or os.path.join(destdir, DEFAULT_LOG_FOLDER))
     check_log_folder(folder)
-    workers = check_before_submitting(forwarded, destdir, args.num_shards).workers
+    first = check_before_submitting(forwarded, destdir, args.num_shards)
+    check_destdir_contents(args.destdir, first.overwrite, folder)
+    workers = first.workers
     executor = _executor(args, folder, workers)
     parallelism = args.parallelism or max(1, (os.cpu_count() or 1) // workers)
     argvs = [shard_argv(forwarded, destdir, args.num_shards, k) for k in range(args.num_shards)]

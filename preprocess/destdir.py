@@ -9,11 +9,11 @@ current directory, a data-bin with checkpoints or notes of the user's inside, a 
 that holds one of this run's inputs -- is refused by name, and nothing is deleted.
 """
 
-import json
+import contextlib
 import os
 import shutil
 import tempfile
-from typing import Iterable, Optional, Set
+from typing import Iterable, Iterator, List, Optional, Set
 
 from fairseq_syntax_core.databin import (
     CODES_FILE,
@@ -27,9 +27,10 @@ from fairseq_syntax_core.databin import (
     check_metadata,
     dictionary_path,
 )
-from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.jsonfile import read_json_file
 from .fileio import dir_mode, is_inside  # noqa: F401 (is_inside: part of this module's interface)
-from .interrupts import remove_stale, temp_tag
+from .interrupts import remove_stale, removed_on_failure, temp_tag
 
 TMP_MARK = ".tmp-"
 OLD_MARK = ".old-"
@@ -42,9 +43,8 @@ def our_metadata(path: str) -> Optional[dict]:
     (:func:`fairseq_syntax_core.databin.check_metadata`).
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            meta = json.load(handle)
-    except (OSError, ValueError):
+        meta = read_json_file(path)
+    except InputError:  # missing, unreadable, not JSON: not a file of ours
         return None
     if not isinstance(meta, dict):
         return None
@@ -91,11 +91,15 @@ def check_replaceable(destdir: str) -> None:
         or os.path.islink(os.path.join(destdir, name))
     )
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise UsageError(
-            f"--overwrite refused: {destdir} holds files the pipeline did not write ({shown}); "
+            f"--overwrite refused: {destdir} holds files the pipeline did not write ({listed(foreign)}); "
             "nothing was deleted. Move them out, or choose another --destdir"
         )
+
+
+def listed(names: List[str]) -> str:
+    """The first five ``names`` and how many more, for a message."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def check_folder_given(path: Optional[str], flag: str = "--destdir", what: str = "data-bin folder") -> None:
@@ -121,8 +125,13 @@ def check_destdir(destdir: str, overwrite: bool, inputs: Iterable[str]) -> None:
     if not os.path.isdir(destdir) or not os.listdir(destdir):
         return
     if not overwrite:
-        raise UsageError(f"--destdir {destdir} exists and is not empty: pass --overwrite to replace it")
+        raise not_empty(destdir)
     check_replaceable(destdir)
+
+
+def not_empty(destdir: str) -> UsageError:
+    """The refusal of a ``--destdir`` that holds files, without ``--overwrite``."""
+    return UsageError(f"--destdir {destdir} exists and is not empty: pass --overwrite to replace it")
 
 
 def check_destdir_path(destdir: str, inputs: Iterable[str] = ()) -> None:
@@ -141,12 +150,54 @@ def check_destdir_path(destdir: str, inputs: Iterable[str] = ()) -> None:
 
 
 def make_temp_dir(destdir: str) -> str:
-    """A fresh temporary folder beside ``destdir``; stale ones of killed runs are removed first."""
+    """A fresh temporary folder beside ``destdir``; stale ones of killed runs are removed first.
+
+    A folder that cannot be made there is a UsageError naming ``--destdir``, not the temporary folder."""
     parent = os.path.dirname(os.path.abspath(destdir))
-    os.makedirs(parent, exist_ok=True)
     base = os.path.basename(os.path.abspath(destdir))
-    remove_stale(parent, [f".{base}{TMP_MARK}", f".{base}{OLD_MARK}"])
-    return tempfile.mkdtemp(prefix=f".{base}{TMP_MARK}{temp_tag()}-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        remove_stale(parent, [f".{base}{TMP_MARK}", f".{base}{OLD_MARK}"])
+        return tempfile.mkdtemp(prefix=f".{base}{TMP_MARK}{temp_tag()}-", dir=parent)
+    except OSError as error:
+        raise UsageError(f"--destdir {destdir}: cannot create a folder there ({error.strerror or error})") from None
+
+
+@contextlib.contextmanager
+def filling(destdir: str) -> Iterator[str]:
+    """A fresh temporary folder beside ``destdir`` (:func:`make_temp_dir`) for the block to fill and move into
+    place; it is removed if the block fails or the process is interrupted.
+
+    A file-system error about a file in it (disk full, file too large) names the file's place in ``destdir``
+    (``pt/train.en-de.de.bin``), not the temporary folder the user never asked for.
+    """
+    out = make_temp_dir(destdir)
+    with removed_on_failure(out):
+        try:
+            yield out
+        except OSError as error:
+            named = _in_destdir(error, out, destdir)
+            if named is None:
+                raise
+            raise named from error
+
+
+def _in_destdir(error: OSError, out: str, destdir: str) -> Optional[OSError]:
+    """``error`` with the files it names inside ``out`` named inside ``destdir`` instead; None if it names none."""
+    if not error.strerror:
+        return None
+    root = os.path.abspath(out)
+    names: List[object] = []
+    for name in (error.filename, error.filename2):
+        path = os.path.abspath(os.fsdecode(name)) if isinstance(name, (str, bytes)) else None
+        if path is not None and (path == root or path.startswith(root + os.sep)):
+            name = os.path.normpath(os.path.join(destdir, os.path.relpath(path, root)))
+        names.append(name)
+    if names == [error.filename, error.filename2]:
+        return None
+    if names[1] is not None and names[1] == names[0]:  # the rename of the folder into place
+        names[1] = None
+    return OSError(error.errno, error.strerror, names[0], None, names[1])
 
 
 def move_into_place(out: str, destdir: str, overwrite: bool) -> None:

@@ -17,6 +17,7 @@ from fairseq_syntax_core.databin import (
     CODES_FILE, LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, STREAMS, dictionary_path,
 )
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.oneline import quoted
 
 from .destdir import our_metadata
 
@@ -61,7 +62,7 @@ def apply_dictdir(args) -> None:
         raise UsageError(f"--dictdir {folder} was made for {meta.get('source_lang')}-{meta.get('target_lang')}, "
                          f"not {src}-{tgt} ({where})")
     if meta.get("pos_column") != args.pos_column:
-        raise UsageError(f"--dictdir {folder} holds --pos-column {meta.get('pos_column')} tags, not "
+        raise UsageError(f"--dictdir {folder} holds --pos-column {quoted(meta.get('pos_column'))} tags, not "
                          f"{args.pos_column} ({where})")
     tokenizer = (meta.get("tokenizer") or {}).get("name")
     wanted_tokenizer = "none" if args.pretokenized else "moses"

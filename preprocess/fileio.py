@@ -183,6 +183,9 @@ def check_output_path(path: str, inputs: Iterable[str] = (), flag: str = "--outp
         raise InputError(path, None, f"is not a regular file (a device or a pipe); {flag} names a file to (re)place")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        blocking = file_in_the_way(folder)
+        if blocking is not None:
+            raise InputError(path, None, f"cannot write here: {blocking} is a file, not a folder")
         raise InputError(path, None, f"cannot write here: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(path, None, f"cannot write here: folder {folder} is not writable")
@@ -196,6 +199,26 @@ def check_output_path(path: str, inputs: Iterable[str] = (), flag: str = "--outp
             os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path))
         if same:
             raise InputError(path, None, f"{flag} is the input file {source}: choose another name")
+
+
+def file_in_the_way(folder: str) -> Optional[str]:
+    """The path that keeps ``folder`` from being a folder: ``folder`` itself, or the nearest of its parents that
+    exists, when that is a file (or anything but a folder); None when the folder exists or could be made."""
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    return None if os.path.isdir(existing) else existing
+
+
+def make_output_folder(path: str) -> None:
+    """Make the folder of output ``path`` and its parents, or an :class:`InputError` naming a file in the way."""
+    folder = os.path.dirname(path)
+    if not folder:
+        return
+    blocking = file_in_the_way(folder)
+    if blocking is not None:
+        raise InputError(path, None, f"cannot write here: {blocking} is a file, not a folder")
+    os.makedirs(folder, exist_ok=True)
 
 
 def text_writer(chunks: Iterable[str]) -> Callable[[str], None]:
@@ -313,12 +336,13 @@ def check_dictionary_file(path: str, what: str = "dictionary") -> None:
         seen[symbol] = number
 
 
-def check_bpe_codes(path: str) -> None:
-    """subword-nmt codes: an optional ``#version:`` header, then one merge ``A B`` per line."""
+def check_bpe_codes(path: str, remedy: str = "learn them with --bpe-symbols") -> None:
+    """subword-nmt codes: an optional ``#version:`` header, then one merge ``A B`` per line (``remedy``:
+    where to get codes, said when there are none)."""
     lines = read_lines(path, "BPE codes file")
     _no_bom(path, "BPE codes file")
     if not [line for line in lines if not line.startswith("#version:")]:
-        raise InputError(path, None, "holds no merges: expected subword-nmt codes (learn them with --bpe-symbols)")
+        raise InputError(path, None, f"holds no merges: expected subword-nmt codes ({remedy})")
     for number, line in enumerate(lines, start=1):
         if number == 1 and line.startswith("#version:"):
             continue

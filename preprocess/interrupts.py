@@ -15,7 +15,9 @@
   full, permission denied, a missing folder, a read-only file system) that nothing caught as one
   line (``PROG: error: ...``, the file named: :func:`error_message`) instead of a traceback;
   ``FAIRSEQ_SYNTAX_TRACEBACK=1`` shows it. Every command's entry point catches the same errors
-  (:data:`USER_ERRORS`) and prints them the same way (:func:`print_error`).
+  (:data:`USER_ERRORS`) and prints them the same way (:func:`print_error`). So are the usage
+  errors of fairseq's own commands (:func:`fairseq_usage_message`): an ``assert`` of a
+  ``fairseq_cli`` module (its argument checks) and omegaconf's missing mandatory value (the flag named).
 """
 
 import contextlib
@@ -208,6 +210,11 @@ def error_message(error: BaseException) -> str:
                  for f in (error.filename, error.filename2) if f is not None]
         message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
         hint = _OS_HINTS.get(error.errno)
+        if error.errno in (errno.EEXIST, errno.ENOTDIR) and len(files) == 1:  # os.makedirs onto or under a file
+            from .fileio import file_in_the_way  # (fileio imports this module)
+
+            blocking = file_in_the_way(files[0])  # fairseq-generate --results-path FILE
+            hint = f"{blocking} is a file, not a folder" if blocking is not None else hint
         return f"{message}; {hint}" if hint else message
     return str(error) or type(error).__name__
 
@@ -223,6 +230,32 @@ def print_error(prog: str, error: BaseException, note: str = "") -> int:
     return 1
 
 
+def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
+    """The one line for a usage error of fairseq's own commands, or None for any other error.
+
+    * an ``AssertionError`` with a message, raised in a frame of a ``fairseq_cli`` module: fairseq
+      checks its arguments so (``fairseq-validate``: ``Must specify batch size either with
+      --max-tokens or --batch-size``); its message is the line;
+    * omegaconf's ``MissingMandatoryValue``: a setting without default that was not given
+      (``bpe.bpe_codes`` of ``--bpe subword_nmt``), named as its flag (``--bpe-codes``).
+    """
+    errors = sys.modules.get("omegaconf.errors")
+    if errors is not None and isinstance(error, errors.MissingMandatoryValue):
+        key = str(getattr(error, "full_key", "") or getattr(error, "key", "") or "")
+        if not key:
+            return None
+        flag = "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+        return f"{flag} is required here: give it a value (fairseq's setting {key} has no default)"
+    if not isinstance(error, AssertionError) or not str(error).strip():
+        return None
+    while traceback is not None and traceback.tb_next is not None:  # the frame that raised
+        traceback = traceback.tb_next
+    module = traceback.tb_frame.f_globals.get("__name__", "") if traceback is not None else ""
+    if module.split(".")[0] != "fairseq_cli":
+        return None
+    return " ".join(str(error).split())
+
+
 def _prog() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
 
@@ -230,19 +263,25 @@ def _prog() -> str:
 def install_error_hook() -> None:
     """Print uncaught :data:`USER_ERRORS` as ``PROG: error: MESSAGE`` (exit 1), not as tracebacks.
 
-    Other exceptions keep the previous hook (Python's traceback, or fairseq's). An OSError
-    without a system message (fairseq's ``IOError("Model file not found: PATH")``) prints its text.
+    So are fairseq's own usage errors (:func:`fairseq_usage_message`). Other exceptions keep the
+    previous hook (Python's traceback, or fairseq's). An OSError without a system message
+    (fairseq's ``IOError("Model file not found: PATH")``) prints its text.
     """
     previous = sys.excepthook
     if getattr(previous, "_fairseq_syntax", False):
         return
 
     def hook(kind, value, traceback):
-        if issubclass(kind, USER_ERRORS) and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
-            print_error(_prog(), value)
-            if _in_forked_worker():
-                os._exit(1)
-            return
+        if os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
+            shown = value if issubclass(kind, USER_ERRORS) else None
+            if shown is None:
+                usage = fairseq_usage_message(value, traceback)
+                shown = UserError(usage) if usage is not None else None
+            if shown is not None:
+                print_error(_prog(), shown)
+                if _in_forked_worker():
+                    os._exit(1)
+                return
         previous(kind, value, traceback)
 
     hook._fairseq_syntax = True  # type: ignore[attr-defined]

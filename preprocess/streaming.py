@@ -33,9 +33,9 @@ from fairseq_syntax_core.shards import SHARD_KEY, shard_range
 
 from . import bpe as bpe_stage
 from .conllu import format_conllu
-from .destdir import make_temp_dir, move_into_place
+from .destdir import filling, move_into_place
 from .fileio import content_sha256, count_lines, iter_lines, nonempty_lines
-from .interrupts import removed_on_failure, signals_deferred
+from .interrupts import signals_deferred
 from .parse import parse_lines
 from .projection import project
 from .side_files import StreamWriter
@@ -252,11 +252,10 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
     if target_nlp is not None:
         nlps[tgt] = target_nlp
     destdir = os.path.abspath(args.destdir)
-    out = make_temp_dir(destdir)
     counts = Counts()
     split_meta: Dict[str, Dict[str, object]] = {}
     unknown: Counter = Counter()
-    with removed_on_failure(out):
+    with filling(destdir) as out:
         dictionaries.save(out, src, tgt)
         codes = None
         if not args.no_bpe:

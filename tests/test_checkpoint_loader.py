@@ -46,7 +46,8 @@ def payload_checkpoint(path, marker) -> str:
 
 
 def plain_checkpoint(path) -> str:
-    torch.save({"model": {"w": torch.ones(2)}, "optimizer_history": [{"num_updates": 3}],
+    torch.save({"model": {"w": torch.ones(2)}, "optimizer_history": [{"num_updates": 3}], "args": None,
+                "cfg": {"model": {"_name": "transformer"}, "task": {"_name": "translation"}},
                 "extra_state": {"train_iterator": {"epoch": 2, "iterations_in_epoch": 0}, "best": 4.0}}, path)
     return str(path)
 

@@ -44,6 +44,13 @@ def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def _ids_sha(path) -> str:
+    """The short hash of a dictionary's ids (its symbols in order), as provenance records it."""
+    from fairseq_syntax.data import provenance
+
+    return provenance.dictionary_ids_sha256(str(path))[:12]
+
+
 # ------------------------------------------------------------------------------ fast
 def test_data_bin_provenance_hashes_every_dictionary_and_names_the_differing_ones(tmp_path):
     from fairseq_syntax.data import provenance
@@ -54,12 +61,12 @@ def test_data_bin_provenance_hashes_every_dictionary_and_names_the_differing_one
     trained = provenance.decode(provenance.encode(provenance.of_data_bin(str(data_bin), meta)))
     assert sorted(trained[provenance.DICTIONARIES]) == ["dict.de.txt", "dict.en.deplabel.txt", "dict.en.pos.txt",
                                                         "dict.en.txt"]
-    before = _sha(data_bin / "dict.en.txt")
+    before = _ids_sha(data_bin / "dict.en.txt")
     _swap_two_symbols(data_bin)
     (data_bin / "bpe.codes").write_text((data_bin / "bpe.codes").read_text() + "d o\n")
     now = provenance.of_data_bin(str(data_bin), meta)
     assert provenance.differing_files(trained, now) == [
-        f"dict.en.txt (sha256 {before} at training, {_sha(data_bin / 'dict.en.txt')} now)",
+        f"dict.en.txt (symbols by id: sha256 {before} at training, {_ids_sha(data_bin / 'dict.en.txt')} now)",
         f"bpe.codes (sha256 {trained['bpe_codes_sha256'][:12]} at training, {_sha(data_bin / 'bpe.codes')} now)",
     ]
     # a dictionary the data-bin given now lacks (an unparsed target side) is not needed to decode
@@ -171,8 +178,9 @@ def _interactive(work, data_bin, *extra, expect_ok=True):
 def _assert_refused(result, work):
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     (line,) = [l for l in result.stderr.splitlines() if REFUSED in l]
-    trained, now = _sha(work / "data-bin" / "dict.en.txt"), _sha(work / "other-bin" / "dict.en.txt")
-    assert f": error: other-bin: dict.en.txt (sha256 {trained} at training, {now} now) differs {REFUSED}" in line, line
+    trained, now = _ids_sha(work / "data-bin" / "dict.en.txt"), _ids_sha(work / "other-bin" / "dict.en.txt")
+    assert f": error: other-bin: dict.en.txt (symbols by id: sha256 {trained} at training, {now} now) differs {REFUSED}" \
+        in line, line
     assert "--allow-other-data-bin" in line and "H-" not in result.stdout
 
 

@@ -78,7 +78,7 @@ def test_epochs_are_counted_as_fairseq_logs_them():
 
 def test_a_damaged_result_is_named(tmp_path):
     (tmp_path / "x.json").write_text('{"format": ', encoding="utf-8")
-    with pytest.raises(rs.InputError, match="x.json: is not a readable JSON result"):
+    with pytest.raises(rs.InputError, match="x.json:1: is not valid JSON .*; expected a JSON result"):
         rs.load_results([str(tmp_path)])
 
 
@@ -221,7 +221,7 @@ def test_a_second_result_of_the_same_model_and_seed_is_refused(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(r), encoding="utf-8")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "copy.json").write_text(json.dumps(r), encoding="utf-8")
-    with pytest.raises(rs.InputError, match="is a second result of transformer seed 1"):
+    with pytest.raises(rs.InputError, match="is a second result of 'transformer' seed 1"):
         rs.load_results([str(tmp_path)])
     assert len(rs.load_results([str(tmp_path / "sub"), str(tmp_path / "sub")])) == 1  # a folder given twice
 
@@ -252,7 +252,7 @@ def test_sentences_in_another_order_are_not_paired(tmp_path):
 def test_results_scored_with_other_settings_are_not_compared(tmp_path):
     base, rel = fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS)
     rel["tests"]["test_2016_flickr"]["signatures"]["BLEU"] = "nrefs:1|tok:intl|version:1.4.14"
-    with pytest.raises(rs.InputError, match="was scored with BLEU nrefs:1\\|tok:intl"):
+    with pytest.raises(rs.InputError, match="was scored with BLEU 'nrefs:1\\|tok:intl"):
         rs.make_table(rs.load_results([str(_folder(tmp_path, [base, rel]))]), "transformer", [])
 
 
@@ -293,7 +293,7 @@ def test_deeply_nested_json_and_newer_formats_are_named(tmp_path, capsys):
     assert len(rs.load_results([str(folder)])) == 1
     assert "newer.json: format 'fairseq-syntax-result/2'" in capsys.readouterr().err
     (folder / "deep.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
-    with pytest.raises(rs.InputError, match="deep.json: is not a readable JSON result"):
+    with pytest.raises(rs.InputError, match="deep.json: is JSON nested too deeply to read; expected a JSON result"):
         rs.load_results([str(folder)])
 
 

@@ -25,7 +25,7 @@ import torch
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_preprocess.argtypes import positive
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
 
 from .commands import figure_writer, run_command
 from .rendering import plot_text
@@ -166,9 +166,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
     for suffix in (".tsv", ".png"):
         check_outside(args.out + suffix, args.data, "--out", "the data-bin")  # before any folder is made
-    out_dir = os.path.dirname(args.out)
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
+    make_output_folder(args.out)
     for suffix in (".tsv", ".png"):
         check_output_path(args.out + suffix, [args.path], "--out")
     model, _task, dataset = load(args.data, args.path, args.split, args.cpu)

@@ -8,32 +8,20 @@ safe for each output the analysis commands write, so that rendering is escaped b
 * matplotlib: :func:`plot_text` (``$`` escaped: no mathtext, so ``$\\frac$`` is drawn as it
   is instead of failing when the figure is saved) and :func:`legend` (labels given
   explicitly: matplotlib leaves a label that starts with ``_`` out of an automatic legend).
-* Terminal and one-line outputs: :func:`one_line` (line breaks and control characters shown as
-  ``\\n``, ``\\x1b``, ...), which every function above applies first.
+* Terminal and one-line outputs: :func:`one_line` (line breaks, control and format characters shown
+  as ``\\n``, ``\\x1b``, ``\\u202e``, ...: :mod:`fairseq_syntax_core.oneline`, shared with the
+  pipeline's messages), which every function above applies first.
 """
 
 import re
-import unicodedata
 from typing import Iterable, List, Sequence
+
+from fairseq_syntax_core.oneline import one_line
+
+__all__ = ["one_line", "md_text", "md_code", "md_row", "plot_text", "legend"]
 
 #: characters that would start Markdown syntax inside a line (``|`` is escaped per table cell by md_row)
 _MARKDOWN_SPECIAL = set("\\`*_[]<>&~$")
-#: what one_line shows instead of a control character or line break
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _shown(char: str) -> str:
-    if char in _NAMED:
-        return _NAMED[char]
-    if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
-        code = ord(char)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return char
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: line breaks, tabs and other control characters spelled out (``\\n``, ``\\x00``)."""
-    return "".join(_shown(c) for c in str(text))
 
 
 def md_text(text: str) -> str:

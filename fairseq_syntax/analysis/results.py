@@ -29,6 +29,8 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.oneline import one_line, quoted
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
@@ -46,17 +48,16 @@ METRIC_KEYS = ("BLEU", "chrF2")
 # ------------------------------------------------------------------------------ record
 def checkpoint_facts(save_dir: str) -> Dict:
     """Updates and epoch of ``checkpoint_last.pt``, best epoch and valid loss of ``checkpoint_best.pt``
-    (read weights-only: a checkpoint holding anything but fairseq's own objects is refused, not run)."""
-    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+    (read weights-only: a checkpoint holding anything but fairseq's own objects is refused, not run; one
+    not shaped as fairseq's is refused as fairseq's readers refuse it)."""
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
 
     facts: Dict = {}
     for which in ("last", "best"):
         path = os.path.join(save_dir, f"checkpoint_{which}.pt")
         if not os.path.lexists(path):
             raise InputError(path, None, "not found: the run did not save a checkpoint")
-        state = load_checkpoint(path)
-        if not isinstance(state, dict) or not isinstance(state.get("optimizer_history", []), list):
-            raise InputError(path, None, "is not a fairseq checkpoint (no optimizer history)")
+        state = load_fairseq_checkpoint(path)
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
@@ -131,11 +132,7 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
 
 def read_evaluation(path: str) -> Dict:
     """A ``fairseq-syntax-evaluate --statistics`` JSON of exactly one system, checked."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            ev = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise InputError(path, None, f"is not a readable fairseq-syntax-evaluate JSON ({error})") from None
+    ev = read_json_file(path, remedy="expected a fairseq-syntax-evaluate JSON")
     systems = ev.get("systems") if isinstance(ev, dict) else None
     if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
             or not isinstance(systems[0].get("scores"), dict) or "sentences" not in ev:
@@ -189,20 +186,20 @@ def _check_result(data: Dict, path: str) -> None:
     for name, test in data["tests"].items():
         if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
                 or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
-            raise damaged(f"test set {name!r} needs its number of sentences")
+            raise damaged(f"test set {quoted(name)} needs its number of sentences")
         scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
         if not isinstance(scores, dict) or not all(_number(scores.get(m)) for m in METRIC_KEYS):
-            raise damaged(f"test set {name!r} needs finite {' and '.join(METRIC_KEYS)} scores")
+            raise damaged(f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores")
         if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
-            raise damaged(f"test set {name!r} needs the sacreBLEU signature of each score")
+            raise damaged(f"test set {quoted(name)} needs the sacreBLEU signature of each score")
         if not isinstance(stats, dict) or not all(
                 _statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
-            raise damaged(f"test set {name!r} needs per-sentence statistics (one row per sentence of "
+            raise damaged(f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
                           f"{' and '.join(f'{statistics_width(m)} non-negative numbers for {m}' for m in METRIC_KEYS)})")
         for m in METRIC_KEYS:
             recomputed = corpus_score(make_metric(m), stats[m])
             if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
-                raise damaged(f"test set {name!r}: {m} is {scores[m]:g}, its per-sentence statistics give "
+                raise damaged(f"test set {quoted(name)}: {m} is {scores[m]:g}, its per-sentence statistics give "
                               f"{recomputed:g} (edited?)")
 
 
@@ -218,23 +215,17 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
             if real in seen:  # the same file reached twice (a folder given twice)
                 continue
             seen.add(real)
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    data = json.load(handle)
-            except (OSError, ValueError) as error:
-                raise InputError(path, None, f"is not a readable JSON result ({error})") from None
-            except RecursionError:
-                raise InputError(path, None, "is not a readable JSON result (nested too deeply)") from None
+            data = read_json_file(path, remedy="expected a JSON result")
             kind = data.get("format") if isinstance(data, dict) else None
             if isinstance(kind, str) and kind.startswith(FORMAT_FAMILY) and kind != FORMAT:
-                print(f"{PROG}: warning: {path}: format {kind!r}, this version reads {FORMAT!r}: skipped "
+                print(f"{PROG}: warning: {one_line(path)}: format {quoted(kind)}, this version reads {FORMAT!r}: skipped "
                       "(a newer fairseq-syntax wrote it?)", file=sys.stderr)
             if kind == FORMAT:
                 _check_result(data, path)
                 key = (data["model"], data["seed"])
                 if key in where:
-                    raise InputError(path, None, f"is a second result of {key[0]} seed {key[1]} "
-                                     f"(the first: {where[key]}): keep one")
+                    raise InputError(path, None, f"is a second result of {quoted(key[0])} seed {key[1]} "
+                                     f"(the first: {quoted(where[key])}): keep one")
                 where[key] = path
                 data["_path"] = path
                 results.append(data)
@@ -259,18 +250,19 @@ def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
     sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
     ta, tb = a["tests"][test], b["tests"][test]
     if ta["sentences"] != tb["sentences"]:
-        raise InputError(a["_path"], None, f"test set {test!r} has {ta['sentences']} sentences, "
-                         f"{tb['sentences']} in {b['_path']}: not the same test set")
+        raise InputError(a["_path"], None, f"test set {quoted(test)} has {ta['sentences']} sentences, "
+                         f"{tb['sentences']} in {quoted(b['_path'])}: not the same test set")
     for m in METRIC_KEYS:
         if _settings(ta["signatures"][m]) != _settings(tb["signatures"][m]):
-            raise InputError(a["_path"], None, f"test set {test!r} was scored with {m} {ta['signatures'][m]}, "
-                             f"{b['_path']} with {tb['signatures'][m]}: scores of different settings cannot be compared")
+            raise InputError(a["_path"], None, f"test set {quoted(test)} was scored with {m} "
+                             f"{quoted(ta['signatures'][m])}, {quoted(b['_path'])} with {quoted(tb['signatures'][m])}: "
+                             "scores of different settings cannot be compared")
     ref_a = [row[1] for row in ta["statistics"]["BLEU"]]
     ref_b = [row[1] for row in tb["statistics"]["BLEU"]]
     differ = next((i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y), None)
     if differ is not None:
-        raise InputError(a["_path"], None, f"test set {test!r}: sentence {differ} has a reference of {ref_a[differ]:g} "
-                         f"words, {ref_b[differ]:g} in {b['_path']}: the sentences are not in the same order "
+        raise InputError(a["_path"], None, f"test set {quoted(test)}: sentence {differ} has a reference of "
+                         f"{ref_a[differ]:g} words, {ref_b[differ]:g} in {quoted(b['_path'])}: the sentences are not in the same order "
                          "(or not the same references), so they cannot be paired")
 
 
@@ -375,19 +367,18 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             raise UsageError(f"--point {spec!r}: {p!r} is not a probability in [0, 1]")
         if any(q == prob for q, _ in points.get(model, [])):
             raise UsageError(f"--point {spec!r}: {model} at p = {p} is given twice")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                ev = json.load(handle)
-            systems = ev["systems"]
-            bleu = float(systems[0]["scores"]["BLEU"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError) as error:
-            raise InputError(path, None, f"is not a fairseq-syntax-evaluate JSON ({type(error).__name__})") from None
+        ev = read_json_file(path, remedy="expected a fairseq-syntax-evaluate JSON")
+        systems = ev.get("systems") if isinstance(ev, dict) else None
+        if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
+                or not isinstance(systems[0].get("scores"), dict) or "BLEU" not in systems[0]["scores"]:
+            raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (no systems with a BLEU score)")
         if len(systems) != 1:
             raise InputError(path, None, f"evaluates {len(systems)} systems; a point needs the evaluation of that "
                              "model's translations alone (fairseq-syntax-evaluate -b MODEL=FILE)")
-        if not math.isfinite(bleu):
-            raise InputError(path, None, f"has BLEU {bleu}: not a score")
-        points.setdefault(model, []).append((prob, bleu))
+        bleu = systems[0]["scores"]["BLEU"]
+        if not _number(bleu) or not 0 <= bleu <= 100:  # a JSON number: not true, not the string "1e308"
+            raise InputError(path, None, f"has BLEU {quoted(bleu, 40)}: not a score in [0, 100] (damaged?)")
+        points.setdefault(model, []).append((prob, float(bleu)))
     return {m: sorted(v) for m, v in points.items()}
 
 
@@ -485,7 +476,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if not sep or not name or not path:
                 parser.error(f"--eval {spec!r}: expected TEST=EVAL_JSON")
             if name in evaluations:
-                parser.error(f"--eval: test set {name!r} given twice")
+                parser.error(f"--eval: test set {quoted(name)} given twice")
             evaluations[name] = read_evaluation(path)
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path
+from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, file_in_the_way
 
 from .commands import quiet_logging, run_command, text_writer
 
@@ -191,6 +191,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         check_output_path(args.out, [], "--out")
     elif os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InputError(args.out, None, "is not a folder: --format svg writes one file per sentence into --out")
+    elif file_in_the_way(args.out) is not None:
+        raise InputError(args.out, None, f"cannot write here: {file_in_the_way(args.out)} is a file, not a folder")
     if args.syntax_parser and not args.text:
         parser.error("--syntax-parser parses --text: the sentences of a split are drawn from their stored parse")
     task = _setup(args.data_bin, args.syntax_parser)

@@ -9,12 +9,12 @@ or ``json`` format (``{"epoch": 5, "valid_loss": "4.1", ...}``). :func:`valid_me
 numbers of the validation at a given update (the last one logged there: a resumed run appends).
 """
 
-import json
 import math
 import re
 from typing import Dict, Optional
 
 from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.jsonfile import parse_json
 
 __all__ = ["valid_metrics"]
 
@@ -47,8 +47,8 @@ def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
     found = _JSON.search(line)
     if found:
         try:
-            record = json.loads(found.group("json"))
-        except ValueError:
+            record = parse_json(found.group("json"), "<log line>")
+        except ValueError:  # not JSON, nested too deeply: not a line of fairseq's
             return None
         if not isinstance(record, dict) or record.get("valid_subset", subset) != subset:
             return None

@@ -10,7 +10,6 @@ and what to do.
 """
 
 import glob
-import json
 import os
 import re
 from typing import Dict, List
@@ -18,6 +17,8 @@ from typing import Dict, List
 from fairseq_syntax_core import indexed_files
 from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY, check_metadata
 from fairseq_syntax_core.errors import DataBinError, InputError
+from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_preprocess.fileio import check_dictionary_file
 
 REMAKE = indexed_files.REBUILD
@@ -27,22 +28,17 @@ def read_metadata(path: str) -> Dict:
     """The data-bin's ``syntax.json``."""
     if not os.path.isfile(path):
         raise DataBinError(path, None, "not found: this is not a data-bin made by fairseq-syntax-preprocess")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            metadata = json.load(handle)
-    except UnicodeDecodeError:
-        raise DataBinError(path, None, f"is not UTF-8 text; {REMAKE}") from None
-    except json.JSONDecodeError as error:
-        raise DataBinError(path, error.lineno, f"is not valid JSON ({error.msg}); {REMAKE}") from None
-    except OSError as error:
-        raise DataBinError(path, None, f"cannot be read: {error.strerror}") from None
+    metadata = read_json_file(path, DataBinError, REMAKE)
     if not isinstance(metadata, dict) or PARSED_LANGS_KEY not in metadata:
         raise DataBinError(path, None, f"is not the metadata that fairseq-syntax-preprocess writes; {REMAKE}")
     version = metadata.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise DataBinError(path, None, f"format_version {quoted(version, 40)}: not a version of the format "
+                                       f"(a positive integer): damaged or edited; {REMAKE}")
+    if version > FORMAT_VERSION:
         raise DataBinError(
             path, None,
-            f"format_version {version!r}: this fairseq-syntax reads data-bins up to version {FORMAT_VERSION} "
+            f"format_version {quoted(version, 40)}: this fairseq-syntax reads data-bins up to version {FORMAT_VERSION} "
             "(made by a newer release, or edited); upgrade fairseq-syntax or re-run its preprocessing",
         )
     return check_metadata(metadata, path)  # every name that makes a path: splits, languages, streams

@@ -23,7 +23,9 @@ joined (subword-nmt's ``@@``), parsed with the spaCy pipeline recorded in the da
 ``syntax.json`` (or ``--syntax-parser``), projected onto exactly those pieces with the
 recorded rule, and turned into features by the functions the dataset uses
 (:mod:`fairseq_syntax.data.syntax_features`); the phrase structure is converted from the
-parse (:func:`fairseq_syntax_core.phrase.from_dependency`) as preprocessing does by default.
+parse (:func:`fairseq_syntax_core.phrase.from_dependency`) as preprocessing does by default. The
+pipeline ``syntax.json`` names is loaded only as an installed package, never from a folder
+(a data-bin from elsewhere could name one with code in it); ``--syntax-parser`` may name a folder.
 A model trained on imported brackets thus sees converted trees on raw text: a warning names
 the difference, and ``--strict-phrase-structure`` refuses instead (there is no constituency
 parser to run here). A row with no text (a caller that bypasses both entry points, or whose
@@ -39,7 +41,9 @@ from fairseq.data import Dictionary
 from fairseq.tokenizer import tokenize_line
 from torch import Tensor
 
-from fairseq_syntax_core.databin import NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS
+from fairseq_syntax_core.databin import (
+    METADATA_FILE, NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS,
+)
 
 from .syntax_features import SUBWORD_LABEL, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
 
@@ -110,14 +114,16 @@ class OnlineParser:
         from fairseq_syntax_core.errors import UsageError
         from fairseq_syntax_preprocess.parse import load_pipeline
 
-        recorded = metadata.get("parser", {})
-        name = parser or recorded.get("name")
-        if not name:
-            raise UsageError(
-                "this data-bin was made from an external parse (syntax.json records no spaCy "
-                "pipeline): give --syntax-parser NAME to parse raw text"
-            )
-        self.nlp = load_pipeline(name)
+        if parser:  # the command line may name a folder
+            self.nlp = load_pipeline(parser, flag="--syntax-parser")
+        else:  # syntax.json only an installed package (fairseq_syntax_core.names.PIPELINE, checked on reading)
+            name = metadata.get("parser", {}).get("name")
+            if not name:
+                raise UsageError(
+                    f"{METADATA_FILE} records no installed spaCy pipeline (the data-bin was made from an external "
+                    "parse, or with --parser FOLDER): give --syntax-parser NAME_OR_FOLDER to parse raw text"
+                )
+            self.nlp = load_pipeline(name, flag=f"{METADATA_FILE}'s parser.name", package_only=True)
         self.pos_column = metadata.get("pos_column", "upos")
         self.rule = metadata.get("projection", {}).get("rule", "first")
         bpe = metadata.get("bpe", {})

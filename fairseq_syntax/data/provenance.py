@@ -4,13 +4,22 @@ A model trained on one data-bin learns that data-bin's ids (its dictionaries: te
 POS), its BPE segmentation, its parser and its projection rule. At training, the task records
 them in the model's args (``syntax_provenance``, saved in the checkpoint like fairseq's other
 derived settings; for every model, fairseq's own included, also in the checkpoint's task state):
-the SHA-256 of each dictionary and of the BPE codes, the parser's name and version (and spaCy's),
-the projection rule and the source of the phrase structure.
+the SHA-256 of each dictionary's ids and of the BPE codes, the parser's name and version (and
+spaCy's), the projection rule and the source of the phrase structure.
+
+``dictionaries_sha256`` ({file name: hex digest}) hashes what defines a dictionary's ids, not its
+bytes: the symbols in id order as fairseq's ``Dictionary.load`` reads them (its special symbols,
+then each line's ``SYMBOL`` of ``SYMBOL COUNT [#fairseq:overwrite]``; an overwrite line of a
+symbol already there adds no id), joined by newlines, UTF-8 (:func:`dictionary_ids_sha256`).
+Counts, spacing and line ends (CRLF) change no id and no hash; another symbol or order does.
+``bpe_codes_sha256`` hashes the codes file's bytes: every merge and its rank is what segments.
 
 * **Identity** (:func:`differing_files`): every load of a checkpoint onto a data-bin
   (fairseq-generate, -interactive, -validate, the hub, and fairseq-train restoring weights:
   :func:`restored_checkpoint`) compares the dictionaries and BPE codes by hash; the task refuses
-  a data-bin whose files differ, naming them (``--allow-other-data-bin``: a warning).
+  a data-bin whose files differ, naming them (``--allow-other-data-bin``: a warning). The codes
+  file that fairseq-interactive and the hub apply to raw text (``--bpe-codes``) is compared too
+  (:func:`applied_codes_difference`): it need not be the data-bin's.
   Checkpoints of earlier releases record no such hashes (:func:`unchecked`): a warning says so.
 * **Parses** (:func:`differences`): when the model parses raw text (``fairseq-interactive``, the
   hub), the parse comes from the data-bin given at decoding and the parser installed now: the
@@ -27,13 +36,14 @@ from fairseq_syntax_core.databin import CODES_FILE
 from fairseq_syntax_core.shards import id_files
 
 __all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_files", "unchecked",
-           "restored_checkpoint", "encode", "decode"]
+           "restored_checkpoint", "encode", "decode", "dictionary_ids_sha256", "applied_codes_difference"]
 
 #: the name under which a checkpoint's model args (and task state) hold the provenance (a JSON string)
 ARG = "syntax_provenance"
 #: ``bpe_codes_sha256`` of a data-bin of whole words (no BPE)
 NO_BPE = "none"
-#: {file name: SHA-256} of the data-bin's dictionaries (text, and each symbol stream's, both sides)
+#: {file name: SHA-256 of its ids} of the data-bin's dictionaries (text, and each symbol stream's, both
+#: sides): :func:`dictionary_ids_sha256`
 DICTIONARIES = "dictionaries_sha256"
 #: the fields compared when raw text is parsed (:func:`differences`)
 FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
@@ -74,12 +84,25 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
     }
 
 
+def dictionary_ids_sha256(path: str) -> Optional[str]:
+    """SHA-256 of the symbols of the fairseq dictionary at ``path`` in id order (None: no such file).
+
+    Read by fairseq's own ``Dictionary.load``, so that the hash changes exactly when an id would
+    stand for another symbol (the counts, the spacing and the line ends do not matter).
+    """
+    if not os.path.isfile(path):
+        return None
+    from fairseq.data import Dictionary
+
+    return hashlib.sha256("\n".join(Dictionary.load(path).symbols).encode("utf-8")).hexdigest()
+
+
 def dictionary_hashes(data_path: str, metadata: Dict) -> Dict[str, str]:
-    """{name: SHA-256} of the dictionaries the data-bin holds (``dict.SRC.txt``, ``dict.TGT.txt``, and
-    ``dict.L.{deplabel,pos,...}.txt`` of every parsed side), by the files' bytes."""
+    """{name: SHA-256 of its ids} of the dictionaries the data-bin holds (``dict.SRC.txt``, ``dict.TGT.txt``,
+    and ``dict.L.{deplabel,pos,...}.txt`` of every parsed side): :func:`dictionary_ids_sha256`."""
     hashes = {}
     for name in id_files(metadata):
-        digest = None if name == CODES_FILE else _sha256(os.path.join(data_path, name))
+        digest = None if name == CODES_FILE else dictionary_ids_sha256(os.path.join(data_path, name))
         if digest is not None:
             hashes[name] = digest
     return hashes
@@ -120,7 +143,8 @@ def _short(digest: str) -> str:
 
 
 def differing_files(trained: Dict, now: Dict) -> List[str]:
-    """``"FILE (sha256 A at training, B now)"`` for each dictionary and the BPE codes whose hash differs.
+    """``"DICT (symbols by id: sha256 A at training, B now)"`` for each dictionary whose ids differ, and
+    ``"bpe.codes (sha256 A at training, B now)"`` when the codes differ.
 
     Only files both record are compared: a dictionary the data-bin given now lacks (a target
     side that was not parsed) is not needed to decode.
@@ -129,11 +153,23 @@ def differing_files(trained: Dict, now: Dict) -> List[str]:
     hashes_now = now.get(DICTIONARIES) or {}
     for name, digest in sorted((trained.get(DICTIONARIES) or {}).items()):
         if hashes_now.get(name) not in (None, digest):
-            out.append(f"{name} (sha256 {_short(digest)} at training, {_short(hashes_now[name])} now)")
+            out.append(f"{name} (symbols by id: sha256 {_short(digest)} at training, {_short(hashes_now[name])} now)")
     a, b = trained.get("bpe_codes_sha256"), now.get("bpe_codes_sha256")
     if a is not None and b is not None and a != b:
         out.append(f"{CODES_FILE} (sha256 {_short(a)} at training, {_short(b)} now)")
     return out
+
+
+def applied_codes_difference(trained: Optional[Dict], codes_path: str) -> Optional[str]:
+    """``"sha256 A at training, B now"`` when the BPE codes file applied to raw text is not the one
+    ``trained`` records (a model of whole words: A is ``no BPE``); None when it is, or nothing is recorded."""
+    recorded = (trained or {}).get("bpe_codes_sha256")
+    applied = _sha256(codes_path)
+    if recorded is None or applied is None or applied == recorded:
+        return None
+    if recorded == NO_BPE:
+        return f"trained on whole words without BPE, sha256 {_short(applied)} now"
+    return f"sha256 {_short(recorded)} at training, {_short(applied)} now"
 
 
 def unchecked(trained: Optional[Dict]) -> Optional[str]:
@@ -148,14 +184,12 @@ def unchecked(trained: Optional[Dict]) -> Optional[str]:
 def of_checkpoint(path: str) -> Optional[Dict]:
     """The provenance a checkpoint file records ({} if none), or None when it cannot be read here
     (fairseq's own read then reports the file). Read memory-mapped: the weights are not loaded."""
-    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
     from fairseq_syntax_core.errors import CheckpointError
 
     try:
-        state = load_checkpoint(path, mmap=True)
+        state = load_fairseq_checkpoint(path, mmap=True)
     except CheckpointError:
-        return None
-    if not isinstance(state, dict):
         return None
     cfg = state.get("cfg")
     model = (cfg.get("model") if isinstance(cfg, dict) else None) or state.get("args")

@@ -3,7 +3,7 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set
 
 import torch
 from fairseq import utils
@@ -36,9 +36,9 @@ from fairseq_syntax_core.databin import (
     registry,
     stream_prefix,
 )
-from fairseq_syntax_core.errors import DataBinError, UsageError
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 from fairseq_syntax_core.shards import missing_shards
-from fairseq_syntax_preprocess.fileio import BOM, is_visible
+from fairseq_syntax_preprocess.fileio import BOM, check_bpe_codes, is_visible
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,13 @@ def _set_arg(cfg, name: str, value) -> None:
     setattr(cfg, name, value)
 
 
+def _missing(cfg, key: str) -> bool:
+    """Whether omegaconf's ``cfg.key`` is the mandatory value ``???`` that nobody gave."""
+    from omegaconf import DictConfig, OmegaConf
+
+    return isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg, key)
+
+
 def check_config(cfg) -> None:
     """Refuse, before any data is read, the options of fairseq's translation task that would change the
     source tokens without their side-files (a UsageError naming the flag and why)."""
@@ -82,6 +89,12 @@ def check_config(cfg) -> None:
             f"--num-batch-buckets {cfg.num_batch_buckets} is not supported by --task syntax_translation: it pads "
             "the source tokens inside each sentence, and the side-files (the parse) are not padded with them. "
             "Leave it out"
+        )
+    impl = getattr(cfg, "dataset_impl", None)
+    if impl is not None and str(impl) != "mmap":
+        raise UsageError(
+            f"--dataset-impl {impl} is not supported by --task syntax_translation: fairseq-syntax-preprocess "
+            "stores a data-bin's text and side-files as mmap datasets. Leave it out, or give --dataset-impl mmap"
         )
 
 
@@ -162,8 +175,10 @@ class SyntaxTranslationTask(TranslationTask):
         self.target_requested: Set[str] = set()
         self._online_parser = None
         self.source_texts = SourceTexts()
-        #: the provenance stored in the checkpoint the model was loaded from (None: trained here, or older)
+        #: the provenance stored in the checkpoint the model was loaded from (None: trained here, or older),
+        #: and that of every checkpoint loaded (an ensemble's)
         self.model_provenance = None
+        self.loaded_provenances: List[Optional[dict]] = []
         #: the provenance in the task state of the checkpoint being loaded (read by load_state_dict), this
         #: data-bin's (computed once), and the warnings about unchecked checkpoints already given
         self._state_provenance = None
@@ -329,6 +344,21 @@ class SyntaxTranslationTask(TranslationTask):
             constraints=constraints, left_pad_source=self.cfg.left_pad_source, shuffle=False,
         )
 
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """fairseq's; a train split it leaves without a sentence is a UsageError naming the split and the limits
+        (fairseq went on to an ``IndexError`` in ``data_utils.batch_by_size``)."""
+        kept = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
+        split = self.cfg.train_subset
+        if len(indices) and not len(kept) and dataset is self.datasets.get(split):
+            limits = f"source {max_positions[0]}, target {max_positions[1]} tokens" \
+                if isinstance(max_positions, (tuple, list)) and len(max_positions) == 2 else f"{max_positions} tokens"
+            raise UsageError(
+                f"every one of the {len(indices)} sentence pairs of the {split} split is longer than the limits "
+                f"({limits}: the least of --max-source-positions/--max-target-positions, --max-tokens and the "
+                "model's) and would be skipped: nothing is left to train on; raise the limits"
+            )
+        return kept
+
     def get_batch_iterator(
         self, dataset, max_tokens=None, max_sentences=None, max_positions=None,
         ignore_invalid_inputs=False, required_batch_size_multiple=1, **kwargs,
@@ -354,6 +384,7 @@ class SyntaxTranslationTask(TranslationTask):
             # before): its data-bin's files are compared now, its parser when it parses raw text (online_parser)
             stored, self._state_provenance = self._state_provenance, None
             self.model_provenance = provenance.decode(getattr(cfg, provenance.ARG, None)) or stored
+            self.loaded_provenances.append(self.model_provenance)
             self._check_data_bin(self.model_provenance, "the checkpoint")
         else:
             # fairseq-train loads a checkpoint's weights after this (resuming, --restore-file, --finetune-from-model)
@@ -402,10 +433,45 @@ class SyntaxTranslationTask(TranslationTask):
             return
         message = (f"{', '.join(differing)} {'differs' if len(differing) == 1 else 'differ'} from the data-bin "
                    f"{what} was trained on: the model's ids would stand for other words or pieces")
+        self._refuse_unless_allowed(DataBinError(
+            data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
+                             "or give --allow-other-data-bin to go on"), message)
+
+    def _refuse_unless_allowed(self, error: InputError, message: str) -> None:
+        """Raise ``error``; with ``--allow-other-data-bin``, warn with ``message`` instead."""
         if not getattr(self.cfg, "allow_other_data_bin", False):
-            raise DataBinError(data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
-                                                "or give --allow-other-data-bin to go on")
-        logger.warning(f"{data_path}: {message}; going on (--allow-other-data-bin)")
+            raise error
+        logger.warning(f"{error.path}: {message}; going on (--allow-other-data-bin)")
+
+    def build_bpe(self, args):
+        """fairseq's, after :meth:`check_applied_bpe` (fairseq-interactive and -generate call it)."""
+        self.check_applied_bpe(args)
+        return super().build_bpe(args)
+
+    def check_applied_bpe(self, bpe_cfg) -> None:
+        """The subword-nmt codes file of ``bpe_cfg`` (``--bpe-codes``; the hub's ``bpe_codes=``): checked
+        as codes before subword-nmt reads it, and compared with the codes each loaded model was trained
+        with when it segments raw text (refused, naming the file and both hashes; ``--allow-other-data-bin``:
+        a warning). With a split of the data-bin loaded (fairseq-generate) the codes only take the separator
+        off the output: they are not compared."""
+        name = getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
+        if name != "subword_nmt" or _missing(bpe_cfg, "bpe_codes"):  # fairseq names a missing --bpe-codes
+            return
+        path = getattr(bpe_cfg, "bpe_codes", None)
+        if not isinstance(path, str) or not path or "://" in path:  # None: fairseq's error; a URL: fetched
+            return
+        check_bpe_codes(path, "--bpe-codes: the bpe.codes of the data-bin the model was trained on")
+        if self.datasets:
+            return
+        for trained in self.loaded_provenances:
+            difference = provenance.applied_codes_difference(trained, path)
+            if difference is not None:
+                message = (f"these BPE codes ({difference}) are not those the model was trained with: it would "
+                           "get other pieces than it learned")
+                self._refuse_unless_allowed(InputError(
+                    path, None, f"{message}; apply the codes of the data-bin it was trained on (--bpe-codes), "
+                                "or give --allow-other-data-bin to go on"), message)
+                return
 
     def request_inputs(self, model, require_target: bool = False) -> None:
         """Record the syntax features a model consumes (the union over an ensemble).
@@ -430,9 +496,14 @@ class SyntaxTranslationTask(TranslationTask):
                 )
             self.syntax_requested.update(wanted)
 
-    def _request_target_inputs(self, model, require_target: bool) -> None:
+    @staticmethod
+    def _target_wanted(model) -> Set[str]:
+        """The target features ``model`` reads (``target_syntax_inputs()``; none for fairseq's own models)."""
         inputs = getattr(model, "target_syntax_inputs", None)
-        wanted = set(inputs() or ()) if callable(inputs) else set()
+        return set(inputs() or ()) if callable(inputs) else set()
+
+    def _request_target_inputs(self, model, require_target: bool) -> None:
+        wanted = self._target_wanted(model)
         if not wanted:
             return
         data_path = utils.split_paths(self.cfg.data)[0]
@@ -447,15 +518,20 @@ class SyntaxTranslationTask(TranslationTask):
         if not self.target_stream_names:
             if not require_target:
                 return
-            tgt = self.cfg.target_lang
-            raise DataBinError(
-                data_path, None,
-                f"the model needs gold target-side syntax ({', '.join(sorted(wanted))}) to train, but this data-bin's "
-                f"target language '{tgt}' was not parsed ({METADATA_FILE} parsed_langs lists no '{tgt}'): remake it "
-                f"with fairseq-syntax-preprocess --target-parser NAME (a spaCy pipeline for '{tgt}', e.g. "
-                "fr_core_news_sm) or --target-external-parse conllu",
-            )
+            raise self._target_not_parsed(wanted, "train")
         self.target_requested.update(wanted)
+
+    def _target_not_parsed(self, wanted: Set[str], purpose: str) -> DataBinError:
+        """The refusal of a model that needs gold target syntax (``wanted``) to ``purpose`` on this data-bin,
+        whose target was not parsed."""
+        tgt = self.cfg.target_lang
+        return DataBinError(
+            utils.split_paths(self.cfg.data)[0], None,
+            f"the model needs gold target-side syntax ({', '.join(sorted(wanted))}) to {purpose}, but this data-bin's "
+            f"target language '{tgt}' was not parsed ({METADATA_FILE} parsed_langs lists no '{tgt}'): remake it "
+            f"with fairseq-syntax-preprocess --target-parser NAME (a spaCy pipeline for '{tgt}', e.g. "
+            "fr_core_news_sm) or --target-external-parse conllu",
+        )
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """fairseq's; a criterion that draws random numbers first learns which batch of the update this is
@@ -466,7 +542,13 @@ class SyntaxTranslationTask(TranslationTask):
 
     def valid_step(self, sample, model, criterion):
         """fairseq's (``--eval-bleu`` included); a decoder that reads target distances is also scored
-        with the distances generation feeds back (``nll_loss_fed``, :mod:`..criterions.fed_back_validation`)."""
+        with the distances generation feeds back (``nll_loss_fed``, :mod:`..criterions.fed_back_validation`).
+
+        A checkpoint that reads gold target syntax, loaded onto a data-bin whose target was not parsed
+        (``fairseq-validate``: loading it for decoding asks for none), is refused as training refuses it."""
+        wanted = self._target_wanted(model)
+        if wanted and not self.target_stream_names:
+            raise self._target_not_parsed(wanted, "validate")
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         logging_output.update(fed_back_logging(model, criterion, sample))
         return loss, sample_size, logging_output

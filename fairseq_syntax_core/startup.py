@@ -1,0 +1,52 @@
+"""Ctrl-C and SIGTERM while one of our commands starts: one line, not a ``KeyboardInterrupt`` traceback.
+
+A command spends seconds importing torch, fairseq and spaCy before its entry point installs the
+full handlers (``fairseq_syntax_preprocess.interrupts.handle_termination``, which replace this one).
+``fairseq_syntax_preprocess`` and ``fairseq_syntax`` import this module first, so the handler is in
+place from the first of our imports: it prints ``PROG: interrupted (SIGINT)`` and exits with
+128 + the signal (nothing has been written yet). Installed only in the main process of one of our
+console scripts (``fairseq-syntax-*``): a program that imports our packages as a library, and
+fairseq's own commands (``fairseq-train --user-dir fairseq_syntax``), keep their own behaviour, as
+does a signal the shell set to be ignored (``nohup``, ``cmd &``).
+"""
+
+import os
+import signal
+import sys
+
+__all__ = ["OUR_COMMANDS", "install_startup_handler"]
+
+#: the console scripts of this project (setup.py) all start so
+OUR_COMMANDS = "fairseq-syntax-"
+
+
+def _prog() -> str:
+    return os.path.basename(sys.argv[0]) if getattr(sys, "argv", None) and sys.argv[0] else ""
+
+
+def _interrupted(signum, frame) -> None:
+    try:
+        sys.stderr.write(f"\n{_prog()}: interrupted ({signal.Signals(signum).name})\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr closed or not set up
+        pass
+    os._exit(128 + signum)
+
+
+def install_startup_handler() -> bool:
+    """Install the start-up handler for SIGINT and SIGTERM when running as one of our commands; returns
+    whether it did."""
+    if not _prog().startswith(OUR_COMMANDS):
+        return False
+    multiprocessing = sys.modules.get("multiprocessing")  # a spawned worker gets its parent's argv
+    if multiprocessing is not None and multiprocessing.parent_process() is not None:
+        return False
+    installed = False
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+                signal.signal(signum, _interrupted)
+                installed = True
+        except ValueError:  # not the main thread
+            return False
+    return installed
