@@ -129,6 +129,10 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
     n_test = len((data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines())
     assert len(test["statistics"]["BLEU"]) == test["sentences"] == len(test["hypotheses"]) == n_test
     assert test["signatures"]["BLEU"].startswith("nrefs:1|")
+    # the best checkpoint's logged validation, the translation's own loss among it (--train-log)
+    assert result["best_checkpoint_metric"] == "loss" and result["best_valid"]["num_updates"] == result["best_updates"]
+    assert result["best_valid"]["loss"] == pytest.approx(result["best_valid_loss"], abs=1e-3)
+    assert 0 < result["best_valid"]["nll_loss"] < result["best_valid"]["loss"]
     table = (results / "README.md").read_text(encoding="utf-8")
     assert "| `transformer_rel` | 1 |" in table and "(baseline)" in table
     # a second call skips the finished runs and rebuilds the same table
@@ -167,6 +171,9 @@ def test_en_fr_recipe_trains_target_side_nsd_against_the_transformer(tmp_path):
     assert both["tests"]["test_2016_flickr"]["sentences"] == n_test
     metadata = json.loads((tmp_path / "run" / "data-bin" / "syntax.json").read_text(encoding="utf-8"))
     assert "fr" in metadata["parsed_langs"]  # the target was parsed
+    # chosen on the translation as it decodes (paper 002's target side), that loss kept in the result
+    assert both["best_checkpoint_metric"] == "nll_loss_fed"
+    assert both["best_valid"]["nll_loss_fed"] == pytest.approx(both["best_valid_loss"], abs=1e-3)
 
 
 

@@ -11,11 +11,14 @@
 # FFN 1024, shared embeddings, dropout 0.3, batches of 4,096 tokens, inverse-sqrt schedule with
 # 800 warm-up updates); validation every epoch; training stops when the validation loss has not
 # improved for PATIENCE epochs (early stopping) or at the MAX_UPDATE cap that every model of the
-# table shares (2,000); checkpoint_best.pt (by validation loss) decodes every Multi30k test set
+# table shares (2,000); checkpoint_best.pt (by validation loss; paper 002's models by the
+# translation's own loss: nll_loss, or nll_loss_fed for a decoder that reads target distances, so
+# that the distance terms do not choose it) decodes every Multi30k test set
 # present in MULTI30K_DIR (test_2016_flickr, and test_2017_flickr, test_2017_mscoco,
 # test_2018_flickr when there) with beam 5; fairseq-syntax-evaluate scores the detokenized
 # output against the raw reference and keeps per-sentence statistics; fairseq-syntax-report
-# record writes $RESULTS/$ARCH$TAG.seed$SEED.json. A run whose result exists is skipped; an
+# record writes $RESULTS/$ARCH$TAG.seed$SEED.json (with the best checkpoint's validation metrics from
+# the training log: best_valid). A run whose result exists is skipped; an
 # interrupted run resumes from its checkpoint_last.pt when that is still there (fairseq-train
 # does), and otherwise starts again.
 #
@@ -100,7 +103,11 @@ for arch in $ARCHS; do
     lstm*|tree2seq*) ARCH_MODEL=$RNN_MODEL ;;
   esac
   case "$arch" in
-    transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd ;;
+    # paper 002: checkpoint_best.pt chosen on translation alone, not on the sum with the distance terms; a
+    # decoder that reads target distances on the loss with its own distances fed back, as it decodes
+    transformer_nsd_target*|transformer_nsd_both*) CRITERION=label_smoothed_cross_entropy_with_nsd
+      EXTRA="--best-checkpoint-metric nll_loss_fed" ;;
+    transformer_nsd*) CRITERION=label_smoothed_cross_entropy_with_nsd; EXTRA="--best-checkpoint-metric nll_loss" ;;
     transformer_pascal*) EXTRA="--pascal-heads 3" ;;  # 5 of 8 heads in the paper; 3 of our 4
   esac
   started=$(date +%s)
@@ -130,7 +137,8 @@ for arch in $ARCHS; do
   command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
     --flags "$ARCH_MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
-    --save-dir "$ckpt" --max-update "$MAX_UPDATE" --patience "$PATIENCE" "${evals[@]}" --wall-seconds "$wall" --device "$device" --commit "$commit"
+    --save-dir "$ckpt" --train-log "$OUT/train.$run.log" --max-update "$MAX_UPDATE" --patience "$PATIENCE" \
+    "${evals[@]}" --wall-seconds "$wall" --device "$device" --commit "$commit"
 done
 done
 
