@@ -161,6 +161,11 @@ class LengthPrior:
         lines, skipped = data.get("lines"), data.get("skipped_empty_targets", 0)
         if not _is_int(lines) or not _is_int(skipped):
             raise ValueError("lines and skipped_empty_targets must be integers")
+        longest_source = max((src for src, _t in counts), default=0)
+        if longest_source > MAX_SOURCE_LENGTH:
+            # the table has a row per source length up to the longest: a forged one would allocate without bound
+            raise ValueError(f"source length {longest_source} is over {MAX_SOURCE_LENGTH} tokens, longer than any "
+                             "line the pipeline counts")
         prior = cls(counts, length, data.get("source_lang"), data.get("target_lang"), data.get("splits") or [],
                     lines, skipped)
         longest = max(t for _s, t in counts)
@@ -173,6 +178,10 @@ class LengthPrior:
             raise ValueError(f"pairs {data.get('pairs')!r}, lines {lines} and skipped_empty_targets {skipped} "
                              f"do not add up with the counts ({prior.pairs} pairs)")
         return prior
+
+
+#: the longest source line (tokens) a length table may count: the table has one row per source length
+MAX_SOURCE_LENGTH = 100_000
 
 
 def _is_int(value) -> bool:

@@ -19,6 +19,7 @@ metadata their callers have read.
 """
 
 import hashlib
+import itertools
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -129,6 +130,10 @@ def check_same_run(first: str, first_meta: Dict, other: str, other_meta: Dict) -
             )
 
 
+#: how many missing shards a warning names
+MAX_NAMED = 20
+
+
 def missing_shards(listed: Sequence[Tuple[str, Dict]]) -> Optional[str]:
     """A warning naming the shards of a run that the data paths ``listed`` (path, metadata) leave out, or None.
 
@@ -141,9 +146,11 @@ def missing_shards(listed: Sequence[Tuple[str, Dict]]) -> Optional[str]:
         return None
     total = records[0][1]["num_shards"]
     seen = {info.get("id") for _, info in records}
-    missing = [k for k in range(total) if k not in seen]
-    if not missing:
+    # the count comes from a file: name the first missing ones, never list a huge range
+    missing_count = total - len({k for k in seen if _is_int(k) and 0 <= k < total})
+    if missing_count <= 0:
         return None
+    missing = list(itertools.islice((k for k in range(total) if k not in seen), MAX_NAMED))
     named = [re.fullmatch(r"(.*?)(\d+)", path) for path, _ in records]
     prefixes = {m.group(1) for m in named if m is not None}
     if len(prefixes) == 1 and all(m is not None and int(m.group(2)) == info.get("id")
@@ -152,6 +159,8 @@ def missing_shards(listed: Sequence[Tuple[str, Dict]]) -> Optional[str]:
         names = [f"{prefix}{k}" for k in missing]
     else:
         names = [f"shard {k}" for k in missing]
+    if missing_count > len(names):
+        names.append(f"and {missing_count - len(names)} more")
     return (f"the data paths hold {len(seen)} of the {total} shards of their run; missing: {', '.join(names)}, "
             "whose train lines are never trained on: list every shard (DATA/shard0:DATA/shard1:...) to train "
             "on the whole train set")

@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -61,13 +62,25 @@ def checkpoint_facts(save_dir: str) -> Dict:
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
-        facts[f"{which}_epoch"] = epoch_of(extra.get("train_iterator") or {})
+        iterator = extra.get("train_iterator") or {}
+        for key in ("epoch", "iterations_in_epoch"):
+            value = iterator.get(key, 0)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InputError(path, None, f"is not a fairseq checkpoint: its train_iterator's {key} is "
+                                 f"{quoted(value, 40)}, not a count (edited?)")
+        facts[f"{which}_epoch"] = epoch_of(iterator)
         if which == "best":
-            facts["best_valid_loss"] = extra.get("best", extra.get("val_loss"))
+            best = extra.get("best", extra.get("val_loss"))
+            if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))
+                                     or not math.isfinite(best)):
+                raise InputError(path, None, f"is not a fairseq checkpoint: its best validation value is "
+                                 f"{quoted(best, 40)}, not a finite number (edited?)")
+            facts["best_valid_loss"] = best
             cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
             checkpointing = cfg.get("checkpoint") if isinstance(cfg.get("checkpoint"), dict) else {}
             metric = checkpointing.get("best_checkpoint_metric", "loss")
-            facts["best_checkpoint_metric"] = metric if isinstance(metric, str) else "loss"
+            facts["best_checkpoint_metric"] = (metric if isinstance(metric, str)
+                                               and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
     return facts
 
 

@@ -33,6 +33,7 @@ import os
 from typing import Dict, List, Optional
 
 from fairseq_syntax_core.databin import CODES_FILE
+from fairseq_syntax_core.oneline import one_line, shortened
 from fairseq_syntax_core.shards import id_files
 
 __all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_files", "unchecked",
@@ -133,13 +134,18 @@ def differences(trained: Dict[str, Optional[str]], now: Dict[str, Optional[str]]
     out = []
     for key in FIELDS:
         a, b = trained.get(key), now.get(key)
-        if a is not None and b is not None and a != b:
-            out.append(f"{key}: trained with {a}, now {b}")
+        if a is not None and b is not None and a != b:  # values read from a checkpoint: shown escaped, shortened
+            out.append(f"{key}: trained with {_shown(a)}, now {_shown(b)}")
     return out
 
 
+def _shown(value: object, limit: int = 120) -> str:
+    """A value read from a checkpoint or data-bin as a message shows it: one line, escaped, shortened."""
+    return shortened(one_line(str(value)), limit)
+
+
 def _short(digest: str) -> str:
-    return "no BPE" if digest == NO_BPE else digest[:SHORT]
+    return "no BPE" if digest == NO_BPE else _shown(str(digest)[:SHORT])
 
 
 def differing_files(trained: Dict, now: Dict) -> List[str]:
@@ -153,7 +159,8 @@ def differing_files(trained: Dict, now: Dict) -> List[str]:
     hashes_now = now.get(DICTIONARIES) or {}
     for name, digest in sorted((trained.get(DICTIONARIES) or {}).items()):
         if hashes_now.get(name) not in (None, digest):
-            out.append(f"{name} (symbols by id: sha256 {_short(digest)} at training, {_short(hashes_now[name])} now)")
+            out.append(f"{_shown(name)} (symbols by id: sha256 {_short(digest)} at training, "
+                       f"{_short(hashes_now[name])} now)")
     a, b = trained.get("bpe_codes_sha256"), now.get("bpe_codes_sha256")
     if a is not None and b is not None and a != b:
         out.append(f"{CODES_FILE} (sha256 {_short(a)} at training, {_short(b)} now)")
