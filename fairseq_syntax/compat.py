@@ -350,9 +350,12 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
 
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
-        from fairseq_syntax.criterions.fed_back_validation import selection_advice
+        from fairseq_syntax.criterions.fed_back_validation import selection_advice, selection_error
 
         model = trainer.get_model() if callable(getattr(trainer, "get_model", None)) else None
+        error = selection_error(getattr(cfg, "best_checkpoint_metric", ""), model)
+        if error is not None:
+            raise UsageError(error)
         advice = selection_advice(getattr(cfg, "best_checkpoint_metric", ""), model)
         if advice is not None:
             logger.warning(advice)

@@ -559,3 +559,11 @@ def test_checkpoints_before_the_options_keep_their_behaviour():
     assert (old.nsd_target_predict_from, old.nsd_target_sampling) == ("state", 0.0)
     new = parse("transformer_nsd_target")
     assert (new.nsd_target_predict_from, new.nsd_target_sampling) == ("state+token", 1.0)
+
+
+def test_selecting_on_a_metric_the_model_never_logs_is_refused():
+    from fairseq_syntax.criterions.fed_back_validation import selection_error
+
+    assert "only a decoder that reads target" in selection_error("nll_loss_fed", build("transformer_nsd"))
+    assert selection_error("nll_loss_fed", build("transformer_nsd_target")) is None
+    assert selection_error("loss", build("transformer_nsd")) is None

@@ -28,7 +28,7 @@ import torch
 
 from fairseq.logging import metrics
 
-__all__ = ["fed_back_logging", "reduce_fed_back_metrics", "selection_advice"]
+__all__ = ["fed_back_logging", "reduce_fed_back_metrics", "selection_advice", "selection_error"]
 
 
 def selection_advice(metric: str, model) -> Optional[str]:
@@ -49,6 +49,15 @@ def selection_advice(metric: str, model) -> Optional[str]:
     if metric == "nll_loss" and best == "nll_loss_fed":
         return ("--best-checkpoint-metric nll_loss scores the translation with the gold target distances, which "
                 "generation does not have: --best-checkpoint-metric nll_loss_fed scores it as generation runs")
+    return None
+
+
+def selection_error(metric: str, model) -> Optional[str]:
+    """Why ``--best-checkpoint-metric metric`` cannot work for this model (it is never logged), or None."""
+    if metric in ("nll_loss_fed", "nll_loss_gap", "tgt_nsd_fed_acc") and not _reads_target_distances(model):
+        return (f"--best-checkpoint-metric {metric}: only a decoder that reads target syntactic distances logs it "
+                "(paper 002's target side, --nsd-target-input or --nsd-target-spe-lambda); this model never "
+                "would, and fairseq would stop at the first validation: use nll_loss or loss")
     return None
 
 
