@@ -48,3 +48,45 @@ def test_a_log_without_that_validation_is_one_line_naming_it(tmp_path, content):
 def test_a_missing_log_is_one_line(tmp_path):
     with pytest.raises(InputError, match="nope.log: cannot be read"):
         valid_metrics(str(tmp_path / "nope.log"), 1)
+
+
+@pytest.mark.parametrize("line, dropped", [
+    ('2026 | INFO | valid | {"epoch": 1, "valid_loss": ' + "1" * 401 + ', "valid_num_updates": 780}', {"loss"}),
+    ("2026 | INFO | valid | epoch " + "9" * 5000 + " | valid on 'valid' subset | loss 1 | num_updates 780", {"epoch"}),
+    ('2026 | INFO | valid | {"epoch": true, "valid_loss": true, "valid_num_updates": 780}', {"loss", "epoch"}),
+])
+def test_numbers_too_long_or_not_numbers_are_dropped(tmp_path, line, dropped):
+    log = tmp_path / "train.log"
+    log.write_text(line + "\n", encoding="utf-8")
+    got = valid_metrics(str(log), 780)
+    assert got["num_updates"] == 780 and not dropped & set(got)
+
+
+def test_a_fifo_as_the_log_is_refused_at_once(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "train.log")
+    with pytest.raises(InputError, match="is not a regular file"):
+        valid_metrics(str(tmp_path / "train.log"), 1)
+
+
+def test_another_subset_is_read_when_asked_and_named_when_not(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("epoch 002 | valid on 'test' subset | loss 3.5 | nll_loss 2.5 | num_updates 10\n", encoding="utf-8")
+    assert valid_metrics(str(log), 10, "test") == {"epoch": 2, "loss": 3.5, "nll_loss": 2.5, "num_updates": 10}
+    with pytest.raises(InputError, match=r"it validates on 'test' \(--valid-subset\)"):
+        valid_metrics(str(log), 10)
+
+
+@pytest.mark.parametrize("broken", [{"signatures": None}, {"hypotheses": [1]}, {"statistics": [1]}])
+def test_record_refuses_an_evaluation_with_fields_of_the_wrong_kind(tmp_path, broken):
+    import json
+
+    from fairseq_syntax.analysis import results as rs
+
+    ev = {"sentences": 1, "systems": [{"name": "m", "scores": {"BLEU": 1.0}}], "signatures": {},
+          "statistics": {"m": {}}, **broken}
+    path = tmp_path / "ev.json"
+    path.write_text(json.dumps(ev), encoding="utf-8")
+    with pytest.raises(InputError, match="ev.json: (is not a fairseq-syntax-evaluate JSON|lacks per-sentence)"):
+        rs.read_evaluation(str(path))

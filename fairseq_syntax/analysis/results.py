@@ -154,7 +154,11 @@ def read_evaluation(path: str) -> Dict:
         raise InputError(path, None, f"evaluates {len(systems)} systems; a run's result needs the evaluation "
                          "of its own translations alone (fairseq-syntax-evaluate -b RUN=FILE)")
     name = systems[0].get("name")
-    stats = (ev.get("statistics") or {}).get(name)
+    if not isinstance(ev.get("signatures"), dict) or not isinstance(ev.get("hypotheses", {}), dict):
+        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (its signatures and hypotheses are "
+                         "objects): made by another tool, or edited?")
+    stats = ev.get("statistics")
+    stats = stats.get(name) if isinstance(stats, dict) and isinstance(name, str) else None
     if not isinstance(stats, dict) or any(len(stats.get(m, [])) != ev["sentences"] for m in METRIC_KEYS):
         raise InputError(path, None, "lacks per-sentence statistics: run fairseq-syntax-evaluate with --statistics")
     return ev
@@ -442,6 +446,8 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--train-log", default=None,
                      help="the run's fairseq-train log: the validation metrics of the best checkpoint's update "
                           "(loss, the translation's own nll_loss, nll_loss_fed ...) go into the result as best_valid")
+    rec.add_argument("--valid-subset", default="valid",
+                     help="the subset whose validation --train-log reads (fairseq-train's --valid-subset; default valid)")
     rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
     rec.add_argument("--patience", type=int, default=None,
                      help="fairseq-train's --patience (validation every epoch): a run that stopped before the cap "
@@ -498,7 +504,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                               facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
-            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"])
+            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
         if result["stopped"] == "stopped before the cap":
             print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
                   "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)

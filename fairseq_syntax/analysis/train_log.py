@@ -10,27 +10,41 @@ numbers of the validation at a given update (the last one logged there: a resume
 """
 
 import math
+import os
 import re
 from typing import Dict, Optional
 
 from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.jsonfile import parse_json
 
 __all__ = ["valid_metrics"]
 
-_SIMPLE = re.compile(r"\| valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
+_SIMPLE = re.compile(r"(?:^|\| )valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
 _JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
 #: the fields kept in a result (all losses are per target token, in bits, as fairseq logs them)
 KEPT = ("loss", "nll_loss", "nll_loss_fed", "nll_loss_gap", "ppl", "tgt_nsd_acc", "tgt_nsd_fed_acc", "nsd_acc",
         "num_updates", "epoch")
 
 
-def _number(text: str) -> Optional[float]:
+#: the longest log line read whole (a longer one, or a file without newlines, is read in pieces)
+MAX_LINE = 1 << 20
+
+
+def _number(text: object) -> Optional[float]:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        return None
     try:
         value = float(text)
-    except (TypeError, ValueError):
+    except (ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
+
+
+def _count(text: object) -> Optional[float]:
+    """A non-negative integer count (epoch, updates) as fairseq logs it, else None."""
+    value = _number(text)
+    return value if value is not None and value >= 0 and value == int(value) and value < 2 ** 53 else None
 
 
 def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
@@ -40,7 +54,7 @@ def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
             return None
         pairs = (part.strip().rsplit(" ", 1) for part in found.group("fields").split("|"))
         values = {pair[0]: _number(pair[1]) for pair in pairs if len(pair) == 2}
-        epoch = re.search(r"\| epoch (\d+) \|", line)
+        epoch = re.search(r"(?:^|\| )epoch (\d{1,15}) \|", line)
         if epoch:
             values["epoch"] = float(epoch.group(1))
         return {k: v for k, v in values.items() if v is not None}
@@ -53,7 +67,7 @@ def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
         if not isinstance(record, dict) or record.get("valid_subset", subset) != subset:
             return None
         values = {k[len("valid_"):]: _number(v) for k, v in record.items() if k.startswith("valid_")}
-        values["epoch"] = _number(record.get("epoch"))
+        values["epoch"] = _count(record.get("epoch"))
         return {k: v for k, v in values.items() if v is not None}
     return None
 
@@ -64,15 +78,31 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
     Raises :class:`InputError` naming the file when it cannot be read or logs no such validation.
     """
     found: Optional[Dict[str, float]] = None
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        raise InputError(path, None, "is not a regular file (a FIFO, socket or device): expected fairseq-train's log")
+    subsets = set()
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+            for line in iter(lambda: handle.readline(MAX_LINE), ""):
+                named = _SIMPLE.search(line.rstrip("\n"))
+                if named and len(subsets) < 10:
+                    subsets.add(named.group("subset"))
                 values = _fields(line.rstrip("\n"), subset)
-                if values is not None and values.get("num_updates") == updates:
+                if values is not None and "num_updates" in values and _count(values["num_updates"]) == updates:
                     found = values
     except OSError as error:
         raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
     if found is None:
-        raise InputError(path, None, f"logs no validation on '{subset}' at update {updates} (fairseq-train's "
-                         "'valid' lines, --log-format simple or json): is it this run's log?")
-    return {k: (int(v) if k in ("num_updates", "epoch") else v) for k, v in found.items() if k in KEPT}
+        others = f"; it validates on {', '.join(quoted(s, 40) for s in sorted(subsets))} (--valid-subset)" \
+            if subsets - {subset} else ""
+        raise InputError(path, None, f"logs no validation on {quoted(subset, 40)} at update {updates} (fairseq-train's "
+                         f"'valid' lines, --log-format simple or json){others}: is it this run's log?")
+    kept = {k: v for k, v in found.items() if k in KEPT}
+    for key in ("num_updates", "epoch"):
+        if key in kept:
+            count = _count(kept[key])
+            if count is None:
+                del kept[key]
+            else:
+                kept[key] = int(count)
+    return kept
