@@ -43,6 +43,10 @@ fairseq function                        what the wrapper adds                   
                                         ``inference_step`` (which gets ids
                                         only): rows are matched to their
                                         lines' texts by id, not by equal ids
+``fairseq_cli.generate._main``          a failed write of ``--results-path``    0.12.2,
+                                        names the file and removes the partial  0.12.3 (main)
+                                        one (fairseq: an OSError naming no
+                                        file, the partial file left)
 ``distributed.utils.call_main``         on a machine without GPU (or with     0.12.2,
                                         ``--cpu``): refuses the settings that   0.12.3 (main)
                                         fairseq would run as a silent no-op
@@ -366,6 +370,44 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     return True
 
 
+def _wrap_generate_main() -> bool:
+    """fairseq-generate ``--results-path``: a write that fails (disk full, file too large) names the results
+    file, and the partial file this run wrote is removed (fairseq: an OSError naming no file, the half-written
+    ``generate-SPLIT.txt`` left behind)."""
+    try:
+        from fairseq_cli import generate
+    except ImportError:
+        return False
+    original = getattr(generate, "_main", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters) != ("cfg", "output_file"):
+        logger.warning("fairseq-generate's _main has changed: a failed write of --results-path will not name it")
+        return False
+
+    @functools.wraps(original)
+    def _main(cfg, output_file):
+        try:
+            return original(cfg, output_file)
+        except OSError as error:
+            name = getattr(output_file, "name", None)
+            if error.filename is not None or output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
+                raise
+            try:
+                output_file.close()
+            except OSError:
+                pass
+            try:
+                os.remove(name)  # this run's own, half-written: fairseq opened it with "w"
+            except OSError:
+                pass
+            raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
+
+    _main._fairseq_syntax = True  # type: ignore[attr-defined]
+    generate._main = _main
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
@@ -376,5 +418,6 @@ def install() -> None:
     _wrap_torch_persistent_save(checkpoint_utils)
     _wrap_buffered_read()
     _wrap_make_batches()
+    _wrap_generate_main()
     _wrap_call_main(distributed_utils)
     install_error_hook()

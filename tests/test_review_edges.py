@@ -335,3 +335,19 @@ def test_cluster_refuses_a_data_bin_as_destdir(tmp_path, overwrite):
     last = one_line_error(call(argv, cwd=tmp_path, expect_ok=False), "fairseq-syntax-preprocess-cluster", "db")
     assert ("--overwrite refused" if overwrite else "exists and is not empty: pass --overwrite") in last
     assert sorted(os.listdir(tmp_path / "db")) == sorted(os.listdir(FIXTURE_BIN))
+
+
+def test_generate_results_path_over_the_file_size_limit_names_the_file_and_leaves_no_partial_one(tmp_path):
+    """fairseq writes --results-path itself; a failed write named no file and left the half-written file."""
+    shutil.copytree(FIXTURE_BIN, tmp_path / "db")
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    result = subprocess.run(
+        [tool("fairseq-generate"), "db", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+         "--path", FIXTURE_GPS, "--gen-subset", "test", "--beam", "2", "--batch-size", "8", "--results-path", "res"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=small_files,
+        env=dict(os.environ, OMP_NUM_THREADS="1"))
+    one_line_error(result, "fairseq-generate", "res/generate-test.txt", "File too large")
+    assert os.listdir(tmp_path / "res") == []
