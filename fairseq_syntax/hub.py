@@ -32,8 +32,9 @@ class SyntaxHubInterface(GeneratorHubInterface):
         if check_applied_bpe is not None:
             check_applied_bpe(getattr(cfg, "bpe", None))
         super().__init__(cfg, task, models)
-        #: id(tensor) -> (weak reference to that tensor, its encoded text), for the tensors encode returned
-        self._texts: Dict[int, Tuple[weakref.ref, str]] = {}
+        #: id(tensor) -> (weak reference to that tensor, its encoded text, its ids then), for the tensors
+        #: encode returned; a tensor changed in place since then no longer matches its text
+        self._texts: Dict[int, Tuple[weakref.ref, str, bytes]] = {}
 
     def encode(self, sentence: str) -> torch.LongTensor:
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
@@ -45,13 +46,15 @@ class SyntaxHubInterface(GeneratorHubInterface):
             if texts.get(key, (None,))[0] is ref:
                 del texts[key]
 
-        texts[key] = (weakref.ref(ids, forget), text)
+        texts[key] = (weakref.ref(ids, forget), text, _ids_key(ids))
         return ids
 
     def text_of(self, ids: torch.Tensor) -> Optional[str]:
         """The encoded text of a tensor :meth:`encode` returned (that very object), else None."""
         entry = self._texts.get(id(ids))
-        return entry[1] if entry is not None and entry[0]() is ids else None
+        if entry is None or entry[0]() is not ids or entry[2] != _ids_key(ids):
+            return None
+        return entry[1]
 
     def generate(self, tokenized_sentences, *args, **kwargs) -> List[List[Dict[str, torch.Tensor]]]:
         """fairseq's, the task parsing each sentence's own text (sample id = position in the list)."""
@@ -66,6 +69,10 @@ class SyntaxHubInterface(GeneratorHubInterface):
             return super().generate(tokenized_sentences, *args, **kwargs)
         finally:
             remember([], [])
+
+
+def _ids_key(ids: torch.Tensor) -> bytes:
+    return ids.detach().to("cpu", torch.int64).numpy().tobytes()
 
 
 def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):

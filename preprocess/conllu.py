@@ -23,6 +23,7 @@ from typing import Iterator, List, Optional, TextIO, Tuple
 import numpy as np
 
 from fairseq_syntax_core.trees import TreeError, validate_heads
+from fairseq_syntax_core.oneline import quoted
 
 from fairseq_syntax_core.errors import InputError
 from .fileio import check_input_file, decode_utf8
@@ -37,7 +38,7 @@ _EMPTY_NODE = re.compile(r"(0|[1-9][0-9]*)\.[1-9][0-9]*\Z", re.ASCII)
 def _parse_int(value: str, path: str, line_no: int, column: str) -> int:
     if not _NATURAL.match(value):
         raise InputError(
-            path, line_no, f"{column} must be a whole number in ASCII digits (0, 1, 2, ...), found {value!r}"
+            path, line_no, f"{column} must be a whole number in ASCII digits (0, 1, 2, ...), found {quoted(value)}"
         )
     return int(value)
 
@@ -83,7 +84,7 @@ def _sentence_to_tree(rows: List[Tuple[int, List[str]]], path: str, pos_index: i
         if not (_RANGE.match(word_id) or _NATURAL.match(word_id)):
             raise InputError(
                 path, line_no,
-                f"ID must be a word number (1, 2, ...), a range (1-2) or an empty node (1.1), found {word_id!r}",
+                f"ID must be a word number (1, 2, ...), a range (1-2) or an empty node (1.1), found {quoted(word_id)}",
             )
         if "-" in word_id:
             first, _, last = word_id.partition("-")
@@ -95,7 +96,7 @@ def _sentence_to_tree(rows: List[Tuple[int, List[str]]], path: str, pos_index: i
             continue
         expected = len(words) + 1
         if _parse_int(word_id, path, line_no, "ID") != expected:
-            raise InputError(path, line_no, f"expected word ID {expected}, found {word_id!r}")
+            raise InputError(path, line_no, f"expected word ID {expected}, found {quoted(word_id)}")
         words.append((line_no, columns))
     if not words:
         raise InputError(path, rows[0][0], "sentence has no word lines")
@@ -208,7 +209,7 @@ def trees_for_lines(
                         conllu_path,
                         start_line,
                         f"parse words differ from {text_path} line {text_line}: token "
-                        f"{covered + mismatch + 1} is {got!r} in the parse, {want!r} in the text",
+                        f"{covered + mismatch + 1} is {quoted(got)} in the parse, {quoted(want)} in the text",
                     )
                 parts.append(tree)
                 covered += len(tree)

@@ -305,7 +305,7 @@ def check_outside(path: str, folder: str, flag: str, what: str) -> None:
 
 
 # ------------------------------------------------------------------ files we read back
-_DICT_LINE = re.compile(r"^(\S+) (\d+)( #fairseq:overwrite)?$")
+_DICT_LINE = re.compile(r"^(\S+) (\d{1,18})( #fairseq:overwrite)?$")  # a count Python converts (fairseq parses it)
 _DICTIONARY_SPECIALS = frozenset({"<s>", "<pad>", "</s>", "<unk>"})
 
 

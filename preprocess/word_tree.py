@@ -5,6 +5,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from fairseq_syntax_core.oneline import quoted
+
 #: label of the arc from a later piece of a word to the piece it attaches to (see projection.py)
 SUBWORD_LABEL = "<subword>"
 #: symbols a label or POS tag may not be: fairseq's dictionary specials, and ours
@@ -16,9 +18,9 @@ def tag_problem(value: str) -> Optional[str]:
     if not value:
         return "is empty"
     if any(c.isspace() for c in value):
-        return f"{value!r} contains white space"
+        return f"{quoted(value)} contains white space"
     if value in RESERVED_TAGS:
-        return f"{value!r} is a reserved symbol ({', '.join(sorted(RESERVED_TAGS))})"
+        return f"{quoted(value)} is a reserved symbol ({', '.join(sorted(RESERVED_TAGS))})"
     return None
 
 

@@ -50,3 +50,38 @@ def test_record_refuses_a_checkpoint_whose_iterator_or_best_value_is_not_a_numbe
     with pytest.raises(InputError, match="is not a fairseq checkpoint") as error:
         checkpoint_facts(str(tmp_path))
     assert what in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_dictionary_count_too_long_to_convert_is_one_line():
+    from fairseq_syntax_preprocess.fileio import check_dictionary_file
+
+    import tempfile, os
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "dict.en.pos.txt")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("NOUN " + "9" * 5000 + "\nVERB 3\n")
+        with pytest.raises(InputError, match=r"dict.en.pos.txt:1: not a fairseq dictionary line") as error:
+            check_dictionary_file(path)
+        assert len(str(error.value)) < 300
+
+
+def test_conllu_values_in_messages_are_shortened():
+    from fairseq_syntax_preprocess.word_tree import tag_problem
+
+    problem = tag_problem("x y" * 1000000)
+    assert problem is not None and len(problem) < 300
+
+
+def test_the_hub_does_not_use_the_text_of_a_tensor_changed_since_encode():
+    import types
+
+    from fairseq_syntax.hub import SyntaxHubInterface
+
+    hub = SyntaxHubInterface.__new__(SyntaxHubInterface)
+    hub._texts = {}
+    hub.tokenize, hub.apply_bpe = (lambda s: s), (lambda s: s)
+    hub.binarize = lambda text: torch.tensor([len(w) for w in text.split()] + [2])
+    a = hub.encode("A man rides")
+    assert hub.text_of(a) == "A man rides"
+    a[0] = 7  # changed in place: another sentence's ids
+    assert hub.text_of(a) is None
