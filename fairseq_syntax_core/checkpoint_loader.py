@@ -247,7 +247,34 @@ def check_fairseq_state(path: str, state: Any) -> Any:
     problem = structure_problem(state)
     if problem is not None:
         raise CheckpointError(os.fspath(path), None, f"it is not a fairseq checkpoint: {problem}" + _USE_ANOTHER)
+    problem = size_problem(state)
+    if problem is not None:
+        raise CheckpointError(os.fspath(path), None, problem + _USE_ANOTHER)
     return state
+
+
+#: model settings that size tensors built before the weights are loaded (positions, distances, widths ...)
+_SIZE_OPTION = re.compile(r"(positions|max_distance|_dim|_layers|_heads|_size|_k|_l)$")
+#: the largest such setting a checkpoint may hold: a forged one would allocate without bound
+MAX_SIZE_OPTION = 1 << 20
+
+
+def size_problem(state: dict) -> Optional[str]:
+    """Why the model settings stored in ``state`` (``args``, ``cfg.model``) cannot be built, or None.
+
+    fairseq builds the model from them before it loads the weights, so a forged size (``--nsd-max-distance
+    1000000000``) would allocate that much memory first."""
+    cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+    for where, settings in (("args", state.get("args")), ("cfg['model']", cfg.get("model"))):
+        items = vars(settings).items() if isinstance(settings, argparse.Namespace) else \
+            settings.items() if isinstance(settings, dict) else ()
+        for key, value in items:
+            if isinstance(key, str) and _SIZE_OPTION.search(key) and isinstance(value, int) \
+                    and not isinstance(value, bool) and not 0 <= value <= MAX_SIZE_OPTION:
+                shown = str(value) if len(str(value)) <= 30 else str(value)[:30] + "..."
+                return (f"its stored {where} setting {key} = {shown} is beyond any model size (0 to {MAX_SIZE_OPTION}), "
+                        "and fairseq would build the model from it before loading the weights: edited?")
+    return None
 
 
 def load_fairseq_checkpoint(path: str, mmap: bool = False) -> dict:

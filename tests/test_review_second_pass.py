@@ -85,3 +85,19 @@ def test_the_hub_does_not_use_the_text_of_a_tensor_changed_since_encode():
     assert hub.text_of(a) == "A man rides"
     a[0] = 7  # changed in place: another sentence's ids
     assert hub.text_of(a) is None
+
+
+@pytest.mark.parametrize("key", ["nsd_max_distance", "max_source_positions"])
+def test_a_forged_model_size_in_a_checkpoint_is_refused_before_fairseq_builds_the_model(tmp_path, key):
+    """fairseq builds the model from the stored args before loading the weights: 10**9 allocated 16-128 GB."""
+    import argparse
+
+    from fairseq_syntax_core.checkpoint_loader import check_fairseq_state
+    from fairseq_syntax_core.errors import CheckpointError
+
+    state = _fairseq_state()
+    state["cfg"]["model"] = argparse.Namespace(arch="transformer_nsd", **{key: 10 ** 9})
+    with pytest.raises(CheckpointError, match=f"setting {key} = 1000000000 is beyond any model size"):
+        check_fairseq_state(str(tmp_path / "c.pt"), state)
+    state["cfg"]["model"] = argparse.Namespace(arch="transformer_nsd", **{key: 64})
+    assert check_fairseq_state(str(tmp_path / "c.pt"), state) is state
