@@ -79,8 +79,9 @@ def decode_utf8(data: bytes, path: str) -> str:
         ) from None
 
 
-def read_lines(path: str, what: str = "input file") -> List[str]:
-    """The lines of a UTF-8 text file, without line ends and byte-order marks (see module doc)."""
+def read_lines(path: str, what: str = "input file", max_chars: Optional[int] = None) -> List[str]:
+    """The lines of a UTF-8 text file, without line ends and byte-order marks (see module doc);
+    with ``max_chars``, a longer line is refused (one line naming it), before any further work."""
     check_input_file(path, what)
     try:
         with open(path, "rb") as handle:
@@ -91,7 +92,13 @@ def read_lines(path: str, what: str = "input file") -> List[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final line end
-    return [line[:-1] if line.endswith("\r") else line for line in _drop_boms(lines)]
+    lines = [line[:-1] if line.endswith("\r") else line for line in _drop_boms(lines)]
+    if max_chars is not None:
+        for number, line in enumerate(lines, start=1):
+            if len(line) > max_chars:
+                raise InputError(path, number, f"a line of {len(line)} characters, longer than the {max_chars} a "
+                                 f"{what} line may have (a runaway translation?)")
+    return lines
 
 
 def count_lines(path: str, what: str = "input file") -> int:

@@ -101,3 +101,16 @@ def test_a_forged_model_size_in_a_checkpoint_is_refused_before_fairseq_builds_th
         check_fairseq_state(str(tmp_path / "c.pt"), state)
     state["cfg"]["model"] = argparse.Namespace(arch="transformer_nsd", **{key: 64})
     assert check_fairseq_state(str(tmp_path / "c.pt"), state) is state
+
+
+def test_evaluate_refuses_a_runaway_line_before_scoring(tmp_path, capsys):
+    from fairseq_syntax.analysis import evaluate
+    from fairseq_syntax.analysis.hypotheses import MAX_LINE_CHARS
+
+    (tmp_path / "ref.txt").write_text("a b c\nd e f\n", encoding="utf-8")
+    (tmp_path / "base.txt").write_text("a b c\nd e g\n", encoding="utf-8")
+    (tmp_path / "big.txt").write_text("x " * MAX_LINE_CHARS + "\nd e f\n", encoding="utf-8")
+    assert evaluate.cli_main(["--reference", str(tmp_path / "ref.txt"), "--baseline", f"b={tmp_path / 'base.txt'}",
+                              "--system", f"s={tmp_path / 'big.txt'}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "big.txt:1: a line of" in err and "longer than the 100000" in err

@@ -31,7 +31,7 @@ from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_ou
 
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
-from .hypotheses import read_translations
+from .hypotheses import MAX_LINE_CHARS, read_translations
 from .rendering import legend, one_line, plot_text
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
@@ -45,7 +45,6 @@ BOOTSTRAP_BYTES = 80
 MAX_BOOTSTRAP_BYTES = 4 * 2**30
 #: the score's name in tables and JSON (``--ribes``)
 RIBES = "RIBES"
-
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,7 +314,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--plot draws the per-bucket scores: give --data-bin (or --source)")
     if args.plot and not args.system:
         parser.error("--plot draws each --system against the baseline: give at least one --system")
-    references = read_lines(args.reference, "reference file")
+    references = read_lines(args.reference, "reference file", MAX_LINE_CHARS)
     if not references:
         raise InputError(args.reference, None, "the reference file is empty: expected one reference per line")
     need = BOOTSTRAP_BYTES * args.bootstrap_samples * len(references)

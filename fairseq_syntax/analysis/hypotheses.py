@@ -30,6 +30,9 @@ MAX_TARGET_MISMATCH = 0.5
 #: above this share of differing T- lines (but not above the maximum) a warning is printed
 WARN_TARGET_MISMATCH = 0.1
 
+#: the longest line scored (sacreBLEU's statistics take memory ~150x a line's length)
+MAX_LINE_CHARS = 100_000
+
 
 class TranslationFileError(InputError):
     """A translation file that cannot be read as what it claims to be (names file and line)."""
@@ -158,7 +161,7 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
 
     With ``references``, a ``fairseq-generate`` log's ``T-`` lines are checked against them.
     """
-    lines = read_lines(path, "translation file")
+    lines = read_lines(path, "translation file", MAX_LINE_CHARS)
     if is_generate_output(lines):
         return from_generate_output(lines, path, lang, detokenize, references)
     return lines
