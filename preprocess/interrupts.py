@@ -41,17 +41,43 @@ _main_pid: Optional[int] = None
 _hooks_registered = False
 
 
+def _descendants(pid: int) -> List[int]:
+    """Every process below ``pid``, deepest first (Linux ``/proc``; empty elsewhere)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: List[int] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                children = [int(c) for c in handle.read().split()]
+        except (OSError, ValueError):
+            continue
+        for child in children:
+            found.extend(_descendants(child))
+            found.append(child)
+    return found
+
+
 def _kill_children() -> None:
-    """SIGKILL every process this one forked with multiprocessing, without waiting on them.
+    """SIGKILL every process this one forked, grandchildren first, without waiting on them.
 
     Their output lives in temporary files that are removed anyway. Asking them to stop with
     SIGTERM and joining them (``Pool.terminate``) can hang: a worker forked a moment before the
     signal may have lost it (Python clears pending signals in a new child), and a pool's
-    maintenance thread replaces dead workers while the main thread waits.
+    maintenance thread replaces dead workers while the main thread waits. Grandchildren (the BPE
+    pool of the binarizing child) go first: killed only through their parent's death, they could
+    see its pipes closed before their own SIGKILL arrives and print a BrokenPipeError traceback.
     """
     import multiprocessing
 
     for child in multiprocessing.active_children():
+        for pid in _descendants(child.pid) if child.pid else []:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             child.kill()
         except (OSError, ValueError, AttributeError):

@@ -637,3 +637,28 @@ def test_awsl_on_a_missing_split_names_the_data_bin(tmp_path):
                   cwd=tmp_path, expect_ok=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "data-bin: has no split 'valid'" in result.stderr
+
+
+def _spawn_grandchild(queue):
+    sleeper = subprocess.Popen(["sleep", "60"])  # exec'd: no death signal of ours reaches it
+    queue.put(sleeper.pid)
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_an_interrupt_kills_grandchildren_first_not_only_through_their_parents_death():
+    # A grandchild killed only by its parent's death sees the parent's pipes close first and can
+    # print a BrokenPipeError traceback into the user's terminal; the cleanup kills it directly.
+    import multiprocessing
+
+    from fairseq_syntax_preprocess import interrupts
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_spawn_grandchild, args=(queue,))
+    child.start()
+    grandchild = queue.get(timeout=30)
+    assert grandchild in interrupts._descendants(child.pid)
+    interrupts._kill_children()
+    child.join(10)
+    assert _all_dead([child.pid, grandchild])
