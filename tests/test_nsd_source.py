@@ -189,6 +189,7 @@ def test_nsd_roots_option_picks_the_feature_and_old_checkpoints_keep_line():
     assert nsd_distance_key("dependency") == "distance"
     args = parse("transformer_nsd")
     del args.nsd_roots  # a checkpoint's args from before the option: a model built, nsd_roots unknown
+    del args.syntax_format_version  # nor the model format, stored since
     args.syntax_num_labels = 9
     fill_unset(args, {})
     assert args.nsd_roots == "line"

@@ -552,8 +552,8 @@ def test_checkpoints_before_the_options_keep_their_behaviour():
     from fairseq_syntax.models.syntax_transformer.config import upgrade_args
 
     old = parse("transformer_nsd_target")
-    for name in ("nsd_target_predict_from", "nsd_target_sampling"):
-        delattr(old, name)
+    for name in ("nsd_target_predict_from", "nsd_target_sampling", "syntax_format_version"):
+        delattr(old, name)  # nor the model format, stored since
     old.syntax_num_labels = 5  # a built model's args (a checkpoint)
     upgrade_args(old)
     assert (old.nsd_target_predict_from, old.nsd_target_sampling) == ("state", 0.0)

@@ -25,7 +25,7 @@ from fairseq_syntax.data.syntax_features import PHRASE_FEATURES
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, DistancePredictor
 
 from .components import ATTENTION_COMPONENTS, INPUT_COMPONENTS, BuildContext, EncoderBatch
-from .config import SyntaxModelConfig
+from .config import SyntaxModelConfig, encoder_width
 from .layers import SyntaxEncoderLayer, wrap_layer
 
 __all__ = ["SyntaxTransformerEncoder", "encoder_model_dim", "with_encoder_dim", "VOCAB_ATTRS"]
@@ -65,12 +65,7 @@ def _context(cfg: Any, word_dim: int) -> BuildContext:
 def encoder_model_dim(cfg: Any) -> int:
     """The encoder width for ``cfg`` (args or ``TransformerConfig``): the word width plus what the
     embedding-stage components add (Duan et al. Table IV; Ma et al. eq. 8)."""
-    syntax = SyntaxModelConfig.from_args(cfg)
-    word_dim = int(safe_getattr(cfg, "encoder_embed_dim"))
-    dim = word_dim + len(syntax.feature_names) * syntax.syntax_feature_dim
-    if syntax.nsd_input == "concat":
-        dim += syntax.nsd_embed_dim
-    return dim
+    return encoder_width(SyntaxModelConfig.from_args(cfg), int(safe_getattr(cfg, "encoder_embed_dim")))
 
 
 def with_encoder_dim(cfg: Any, dim: int) -> TransformerConfig:
@@ -99,7 +94,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         word_dim = embed_tokens.embedding_dim
         ctx = _context(cfg, word_dim)
         inputs = [c for c in (cls.build(ctx) for cls in INPUT_COMPONENTS if cls.stage == "embedding") if c]
-        ctx.model_dim = word_dim + sum(c.added_dim() for c in inputs)
+        ctx.model_dim = encoder_width(ctx.cfg, word_dim)
         inputs += [c for c in (cls.build(ctx) for cls in INPUT_COMPONENTS if cls.stage != "embedding") if c]
         if sum(c.stage == "positions" for c in inputs) > 1:
             raise ValueError("at most one component may replace the positional embedding")

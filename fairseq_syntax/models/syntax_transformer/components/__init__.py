@@ -1,12 +1,18 @@
 """Encoder components of ``syntax_transformer`` (see :mod:`.base`); importing registers them all.
 
 Registry order is application order: input components in :mod:`.inputs`; attention components
-:mod:`.relative` (Shaw, dependency depth, structural), :mod:`.gps`, :mod:`.pascal`.
+:mod:`.relative` (Shaw, dependency depth, structural), :mod:`.gps`, :mod:`.pascal`. Every other
+module of this package is imported after them, in name order: a new component is one module
+dropped here (with its options dataclass and a preset row in :mod:`..architectures`).
 """
+
+import importlib
+import pkgutil
 
 from .base import (  # noqa: F401
     ATTENTION_COMPONENTS,
     INPUT_COMPONENTS,
+    OPTION_CLASSES,
     AttentionComponent,
     AttentionTerms,
     BuildContext,
@@ -15,5 +21,11 @@ from .base import (  # noqa: F401
     LayerTerm,
     register_attention,
     register_input,
+    register_options,
 )
-from . import inputs, relative, gps, pascal  # noqa: F401,E402
+from . import nsd, inputs, relative, gps, pascal  # noqa: F401,E402
+
+_BUILT_IN = {"base", "nsd", "inputs", "relative", "gps", "pascal"}
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _module not in _BUILT_IN and not _module.startswith("_"):
+        importlib.import_module(f"{__name__}.{_module}")

@@ -2,7 +2,8 @@
 
 * An :class:`InputComponent` acts on the encoder input (``forward_embedding``). In the
   ``embedding`` stage it changes or widens the word embedding and says how many dimensions
-  it adds (:meth:`~InputComponent.added_dim`); in the ``positions`` stage it replaces
+  it adds, from the options alone (:meth:`~InputComponent.added_width`, summed by the encoder
+  and by the architecture while the command line is parsed); in the ``positions`` stage it replaces
   fairseq's positional embedding ``PE(i)`` (at most one such component); in the ``position``
   stage it adds a term to ``x = embed + PE(i)``. Order: the registry's.
 * An :class:`AttentionComponent` acts on encoder self-attention. :meth:`~AttentionComponent.prepare`
@@ -12,12 +13,15 @@
   multiplicative score scale.
 
 Every component declares the ``src_syntax`` keys it reads (:meth:`inputs`); the model's
-``syntax_inputs()`` is their union. A new idea is one module under ``components/`` that
-registers its class with :func:`register_input` or :func:`register_attention`, its options
-in :class:`~fairseq_syntax.models.syntax_transformer.config.SyntaxModelConfig`, and a preset row.
+``syntax_inputs()`` is their union. Its options are a dataclass of its own (``options``, fields
+made with :func:`~..options.opt`, with ``check``/``check_sizes`` methods), composed into
+:class:`~fairseq_syntax.models.syntax_transformer.config.SyntaxModelConfig`. A new idea is one
+module under ``components/`` (imported by the package on its own) that registers its class with
+:func:`register_input` or :func:`register_attention`, and a preset row.
 """
 
 import abc
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple, Type
 
@@ -37,6 +41,8 @@ __all__ = [
     "ATTENTION_COMPONENTS",
     "register_input",
     "register_attention",
+    "register_options",
+    "OPTION_CLASSES",
 ]
 
 
@@ -131,6 +137,7 @@ class InputComponent(nn.Module, abc.ABC):
 
     name: str = ""
     stage: str = "embedding"
+    options: Optional[type] = None  # its options dataclass (see module doc)
 
     @classmethod
     @abc.abstractmethod
@@ -141,8 +148,10 @@ class InputComponent(nn.Module, abc.ABC):
     def inputs(self) -> Set[str]:
         return set()
 
-    def added_dim(self) -> int:
-        """Dimensions this component adds to the encoder width (embedding stage)."""
+    @classmethod
+    def added_width(cls, cfg: Any) -> int:
+        """Dimensions this component adds to the encoder width (embedding stage), from the options ``cfg``
+        alone: the architecture needs the width while fairseq parses the command line."""
         return 0
 
     @abc.abstractmethod
@@ -156,6 +165,7 @@ class AttentionComponent(nn.Module, abc.ABC):
     """A change to encoder self-attention: per-batch tensors once, terms per layer."""
 
     name: str = ""
+    options: Optional[type] = None  # its options dataclass (see module doc)
 
     @classmethod
     @abc.abstractmethod
@@ -183,6 +193,31 @@ class AttentionComponent(nn.Module, abc.ABC):
 STAGES = ("embedding", "positions", "position")
 INPUT_COMPONENTS: List[Type[InputComponent]] = []
 ATTENTION_COMPONENTS: List[Type[AttentionComponent]] = []
+#: the options dataclasses composed into ``SyntaxModelConfig``, in registration order
+OPTION_CLASSES: List[type] = []
+
+
+def register_options(options: type) -> type:
+    """Add an options dataclass to the model config (components register theirs with themselves).
+
+    Its fields become ``syntax_transformer`` options (``--field-name``); a name used by another
+    options class is refused, so that no option silently takes another's place.
+    """
+    if options in OPTION_CLASSES:
+        return options
+    if not dataclasses.is_dataclass(options):
+        raise TypeError(f"{options.__name__} must be a dataclass (fields made with options.opt)")
+    taken = {f.name: c.__name__ for c in OPTION_CLASSES for f in dataclasses.fields(c)}
+    clash = [f.name for f in dataclasses.fields(options) if f.name in taken]
+    if clash:
+        raise ValueError(f"options {clash} of {options.__name__} are already defined by {taken[clash[0]]}")
+    OPTION_CLASSES.append(options)
+    return options
+
+
+def _register_component_options(cls) -> None:
+    if cls.options is not None:
+        register_options(cls.options)
 
 
 def register_input(cls: Type[InputComponent]) -> Type[InputComponent]:
@@ -191,6 +226,7 @@ def register_input(cls: Type[InputComponent]) -> Type[InputComponent]:
         raise ValueError(f"input component {cls.__name__} needs a unique name, got {cls.name!r}")
     if cls.stage not in STAGES:
         raise ValueError(f"input component {cls.name}: stage must be one of {STAGES}")
+    _register_component_options(cls)
     INPUT_COMPONENTS.append(cls)
     return cls
 
@@ -199,5 +235,6 @@ def register_attention(cls: Type[AttentionComponent]) -> Type[AttentionComponent
     """Add an attention component to the registry."""
     if not cls.name or any(c.name == cls.name for c in INPUT_COMPONENTS + ATTENTION_COMPONENTS):
         raise ValueError(f"attention component {cls.__name__} needs a unique name, got {cls.name!r}")
+    _register_component_options(cls)
     ATTENTION_COMPONENTS.append(cls)
     return cls

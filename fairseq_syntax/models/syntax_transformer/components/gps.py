@@ -6,6 +6,7 @@ decoupled syntax term ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)`` to the logits (eq
 within a sentence (sec. 3.3).
 """
 
+from dataclasses import dataclass
 from typing import Optional, Set, Tuple
 
 from torch import Tensor
@@ -16,7 +17,7 @@ from fairseq_syntax.modules.syntactic_position import (
     same_sentence_mask,
 )
 
-from ..config import parse_layer_list
+from ..options import check_positive, opt, parse_layer_list
 from .base import (
     AttentionComponent,
     AttentionTerms,
@@ -27,6 +28,22 @@ from .base import (
 )
 
 PARENTS, LABELS, DEPTH = "parents", "labels", "depth"
+
+
+@dataclass
+class GpsOptions:
+    """Xie et al. 2021 (paper 001): global syntactic position."""
+
+    gps_layers: str = opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
+                          "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
+    gps_label_dim: int = opt(64, "dependency-label embedding size of the path LSTM (paper 001 sec. 3.2; not "
+                             "stated there)", metavar="N")
+    gps_path_dim: int = opt(128, "hidden size d_s of the path LSTM, the syntactic position s_i (paper 001 "
+                            "sec. 3.2; not stated there)", metavar="N")
+
+    def check(self) -> None:
+        check_positive(self, ("gps_label_dim", "gps_path_dim"))
+        parse_layer_list(self.gps_layers, None, "--gps-layers")
 
 
 class SyntaxLogitTerm(SyntacticPositionLogits, LayerTerm):
@@ -42,6 +59,7 @@ class GlobalSyntacticPosition(AttentionComponent):
     """``--gps-layers``, ``--gps-label-dim``, ``--gps-path-dim``."""
 
     name = "gps"
+    options = GpsOptions
 
     def __init__(self, ctx: BuildContext, layers: Tuple[int, ...]) -> None:
         super().__init__()

@@ -15,7 +15,8 @@ and the ``position`` stage adds to ``x``:
 * ``nsd_position``: paper 002 eqs. 15-16, the distance as a positional encoding.
 """
 
-from typing import Optional, Set
+from dataclasses import dataclass
+from typing import Dict, Optional, Set, Tuple
 
 import torch
 from torch import Tensor
@@ -25,8 +26,70 @@ from fairseq_syntax.modules.syntactic_distance import DistanceEmbedding, nsd_pos
 from fairseq_syntax.modules.syntactic_positional_encoding import SyntacticPositionalEncoding
 from fairseq_syntax.modules.syntax_embedding import SyntaxFeatureEmbedding
 
-from ..config import FEATURE_KEYS, SPE_KEYS
+from ..options import FLOAT32_MAX, ModelOptionError, ModelSizes, check_positive, opt, parse_name_list
 from .base import BuildContext, EncoderBatch, InputComponent, register_input
+from .nsd import NsdOptions
+from .relative import StructuralOptions
+
+#: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al., paper 003 Table I)
+FEATURE_KEYS: Dict[str, str] = {"pos": "pos", "label": "labels", "head": "heads"}
+#: ``--spe-features`` names -> ``src_syntax`` keys (paper 003 eq. 5)
+SPE_KEYS: Dict[str, str] = {"head": "heads", "depth": "depth"}
+
+
+@dataclass
+class FeatureOptions:
+    """Duan et al. (paper 003) sec. III.B: feature embeddings concatenated to the word."""
+
+    syntax_features: str = opt("none", "comma-separated subset of pos,label,head (or 'none'): embeddings of each "
+                               "source token's POS tag, dependency label and head position, --syntax-feature-dim "
+                               "each, concatenated to the word embedding (paper 003 sec. III.B); the encoder width "
+                               "becomes --encoder-embed-dim + n * --syntax-feature-dim", metavar="LIST")
+    syntax_feature_dim: int = opt(32, "dimension of each syntax feature embedding (paper 003: 32)", metavar="N")
+
+    def check(self) -> None:
+        check_positive(self, ("syntax_feature_dim",))
+        _ = self.feature_names  # unknown, repeated or empty names raise
+
+    @property
+    def feature_names(self) -> Tuple[str, ...]:
+        return parse_name_list(self.syntax_features, tuple(FEATURE_KEYS), "--syntax-features")
+
+
+@dataclass
+class SpeOptions:
+    """Duan et al. (paper 003) eq. 5: syntactic positional encodings."""
+
+    spe_features: str = opt("none", "comma-separated subset of head,depth (or 'none'): syntactic positional "
+                            "encodings of the head position and the tree depth (root 1), staggered as paper 003 "
+                            "eq. 5, added with the ordinary positional encoding", metavar="LIST")
+    spe_head_constant: float = opt(2000.0, "c_f of paper 003 eq. 5 for the head position (paper: 2000)",
+                                   metavar="C")
+    spe_depth_constant: float = opt(400.0, "c_f of paper 003 eq. 5 for the tree depth (paper: 400)", metavar="C")
+
+    def check(self) -> None:
+        for name in ("spe_head_constant", "spe_depth_constant"):
+            value = getattr(self, name)
+            if not 0 < value <= FLOAT32_MAX:  # NaN fails too
+                paper = {"spe_head_constant": 2000, "spe_depth_constant": 400}[name]
+                raise ModelOptionError(
+                    f"--{name.replace('_', '-')} {value}: expected a finite number > 0 (c_f of paper 003 eq. 5; "
+                    f"the paper: {paper})"
+                )
+        _ = self.spe_names
+
+    def check_sizes(self, sizes: ModelSizes) -> None:
+        n_spe = len(self.spe_names)
+        if n_spe and sizes.model_dim % (2 * n_spe) != 0:
+            raise ModelOptionError(
+                f"--spe-features {','.join(self.spe_names)}: the encoder model dimension {sizes.model_dim} "
+                f"(--encoder-embed-dim {sizes.word_dim} + syntax embeddings) must be divisible by {2 * n_spe} "
+                f"(paper 003 eq. 5 staggers {n_spe} sin/cos pair(s))"
+            )
+
+    @property
+    def spe_names(self) -> Tuple[str, ...]:
+        return parse_name_list(self.spe_features, tuple(SPE_KEYS), "--spe-features")
 
 #: our feature names -> the names of the embedding modules (which call the head position "parent")
 _MODULE_NAMES = {"pos": "pos", "label": "label", "head": "parent", "depth": "depth"}
@@ -39,6 +102,7 @@ class DistanceInput(InputComponent):
 
     name = "nsd_input"
     stage = "embedding"
+    options = NsdOptions
 
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
@@ -47,7 +111,6 @@ class DistanceInput(InputComponent):
         self.embed = DistanceEmbedding(
             str(cfg.nsd_input), ctx.word_dim, cfg.nsd_embed_dim, cfg.nsd_max_distance, scale=ctx.scale_embedding
         )
-        self._added = cfg.nsd_embed_dim if cfg.nsd_input == "concat" else 0
 
     @classmethod
     def build(cls, ctx: BuildContext) -> Optional["DistanceInput"]:
@@ -56,8 +119,9 @@ class DistanceInput(InputComponent):
     def inputs(self) -> Set[str]:
         return {self.key}
 
-    def added_dim(self) -> int:
-        return self._added
+    @classmethod
+    def added_width(cls, cfg) -> int:
+        return cfg.nsd_embed_dim if cfg.nsd_input == "concat" else 0  # eq. 8 widens; eqs. 9-10 do not
 
     def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
         distance = batch.get(self.key, "the NSD input of paper 002")
@@ -70,6 +134,7 @@ class FeatureEmbeddings(InputComponent):
 
     name = "features"
     stage = "embedding"
+    options = FeatureOptions
 
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
@@ -96,8 +161,9 @@ class FeatureEmbeddings(InputComponent):
     def inputs(self) -> Set[str]:
         return {FEATURE_KEYS[f] for f in self.features}
 
-    def added_dim(self) -> int:
-        return self.embed.output_dim
+    @classmethod
+    def added_width(cls, cfg) -> int:
+        return len(cfg.feature_names) * cfg.syntax_feature_dim  # Duan et al. Table IV
 
     def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
         return torch.cat([x, self.embed(batch.src_syntax, batch.src_tokens).to(x.dtype)], dim=-1)
@@ -109,6 +175,7 @@ class StructuralPosition(InputComponent):
 
     name = "structural_position"
     stage = "positions"
+    options = StructuralOptions
 
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
@@ -137,6 +204,7 @@ class SyntacticPositions(InputComponent):
 
     name = "spe"
     stage = "position"
+    options = SpeOptions
 
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()
@@ -164,6 +232,7 @@ class DistancePositions(InputComponent):
 
     name = "nsd_position"
     stage = "position"
+    options = NsdOptions
 
     def __init__(self, ctx: BuildContext) -> None:
         super().__init__()

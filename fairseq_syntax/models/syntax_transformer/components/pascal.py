@@ -9,16 +9,55 @@ WMT16 En-Ro 5 heads, 0; NC11 De-En 8 heads, 0; NC11 En-De 2 heads, 0.4. Layer 0 
 variance 1 throughout. ``</s>`` is its own parent, as in PASCAL's code (``--pascal-eos-parent``).
 """
 
+import math
+from dataclasses import dataclass
 from typing import Optional, Set, Tuple
 
 from torch import Tensor
 
+from fairseq.dataclass import ChoiceEnum
+
 from fairseq_syntax.modules.parent_attention import ParentScaledWeights
 
-from ..config import parse_layer_list
+from ..options import ModelOptionError, check_positive, opt, parse_layer_list
 from .base import AttentionComponent, AttentionTerms, BuildContext, EncoderBatch, LayerTerm, register_attention
 
 PARENTS, LABELS = "parents", "labels"
+PASCAL_SUBWORD_PARENTS = ("mean", "first", "tree")
+PASCAL_EOS_PARENTS = ("self", "last-root")
+
+
+@dataclass
+class PascalOptions:
+    """Bugliarello & Okazaki 2020: parent-scaled self-attention (PASCAL)."""
+
+    pascal_layers: str = opt("none", "0-based encoder layers (comma list, 'all' or 'none') with parent-scaled "
+                             "self-attention (PASCAL; the paper: 0)", metavar="LIST")
+    pascal_heads: int = opt(5, "number of parent-scaled heads (the first N) in each PASCAL layer (the paper: "
+                            "5 of 8 on WMT16 En-Ro, 8 of 8 on NC11 De-En, 2 of 8 on NC11 En-De)", metavar="N")
+    pascal_variance: float = opt(1.0, "variance sigma^2 of PASCAL's Gaussian centred on the parent (paper: 1)",
+                                 metavar="S2")
+    pascal_parent_ignoring: float = opt(0.0, "PASCAL's parent-ignoring regulariser: in training, leave a token's "
+                                        "row unscaled with this probability (paper: 0.4 for NC11 En-De, "
+                                        "else 0)", metavar="P")
+    pascal_subword_parent: ChoiceEnum(PASCAL_SUBWORD_PARENTS) = opt(  # type: ignore[valid-type]
+        "mean", "parent position of split words: mean = middle of the parent word's pieces (the paper), first = "
+        "its first piece, tree = the piece tree as stored", choices=PASCAL_SUBWORD_PARENTS)
+    pascal_eos_parent: ChoiceEnum(PASCAL_EOS_PARENTS) = opt(  # type: ignore[valid-type]
+        "self", "parent of the appended </s>: self (PASCAL's code) or last-root (the data-bin's tree, and 0.1's "
+        "behaviour)", choices=PASCAL_EOS_PARENTS)
+
+    def check(self) -> None:
+        check_positive(self, ("pascal_heads",))
+        if not 0 < self.pascal_variance < math.inf:
+            raise ModelOptionError(
+                f"--pascal-variance {self.pascal_variance}: expected a finite variance > 0 (paper: 1)"
+            )
+        if not 0 <= self.pascal_parent_ignoring < 1:
+            raise ModelOptionError(
+                f"--pascal-parent-ignoring {self.pascal_parent_ignoring}: expected a probability in [0, 1)"
+            )
+        parse_layer_list(self.pascal_layers, None, "--pascal-layers")
 
 
 class ParentScaleTerm(LayerTerm):
@@ -33,6 +72,7 @@ class ParentScaledAttention(AttentionComponent):
     """``--pascal-layers``, ``--pascal-heads``, ``--pascal-variance``, ``--pascal-parent-ignoring``, ..."""
 
     name = "pascal"
+    options = PascalOptions
 
     def __init__(self, ctx: BuildContext, layers: Tuple[int, ...]) -> None:
         super().__init__()
