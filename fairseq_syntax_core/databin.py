@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import DataBinError
 from .names import FILE_NAME, LANGUAGE, PIPELINE, SPLIT, STREAM, check_name
+from .oneline import quoted
 from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
@@ -121,6 +122,33 @@ def stream_prefix(destdir: str, split: str, src: str, tgt: str, lang: str, strea
     return os.path.join(destdir, f"{split}.{src}-{tgt}.{lang}.{stream}")
 
 
+#: the settings decoding applies to raw text, and the values the pipeline writes for them
+#: (``None``: any string). A value of another kind is refused where it is read, not deep in a stage.
+SETTING_VALUES = {
+    ("bpe", "name"): ("subword_nmt", "none"),
+    ("bpe", "separator"): ("@@",),
+    ("tokenizer", "name"): ("moses", "none"),
+    ("projection", "rule"): ("first", "chain"),
+    ("projection", "subword_label"): None,
+    (PHRASE_STRUCTURE_KEY, "source"): (PHRASE_FROM_DEPENDENCY, PHRASE_FROM_PTB),
+    ("pos_column",): ("upos", "xpos"),
+}
+
+
+def _check_settings(meta: Dict, path: str) -> None:
+    for keys, allowed in SETTING_VALUES.items():
+        value: object = meta
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue  # absent: the reader's default (older data-bins)
+        where = ".".join(keys)
+        if not isinstance(value, str) or (allowed is not None and value not in allowed):
+            expected = f"one of {', '.join(allowed)}" if allowed is not None else "a string"
+            raise DataBinError(path, None, f"key {where}: {quoted(value)}, expected {expected} (what "
+                                           "fairseq-syntax-preprocess writes: damaged, or edited?)")
+
+
 def check_metadata(meta: Dict, path: str) -> Dict:
     """``meta``, read from the ``syntax.json`` at ``path``, with every name that makes a path checked.
 
@@ -165,6 +193,7 @@ def check_metadata(meta: Dict, path: str) -> Dict:
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and "codes" in bpe:
         check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
+    _check_settings(meta, path)
     if SHARD_KEY in meta:
         check_shard_record(meta[SHARD_KEY], path)
     return meta

@@ -45,18 +45,18 @@ def _record_problem(info: Dict) -> Optional[str]:
     """What is wrong with a shard record's fields (see the module docstring), or None."""
     for key in ("id", "num_shards", "train_total_lines"):
         if not _is_int(info.get(key)) or info[key] < 0:
-            return f"{key} {info.get(key)!r}: expected a non-negative integer"
+            return f"{key} {quoted(info.get(key))}: expected a non-negative integer"
     if not info["id"] < info["num_shards"]:
         return f"id {info['id']} is not a shard of {info['num_shards']}"
     lines = info.get("train_lines")
     if not (isinstance(lines, list) and len(lines) == 2 and all(_is_int(v) for v in lines)):
-        return f"train_lines {lines!r}: expected [start, end]"
+        return f"train_lines {quoted(lines)}: expected [start, end]"
     files = info.get("train_files")
-    if not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
-        return f"train_files {files!r}: expected a list of file names"
+    if not (isinstance(files, list) and len(files) <= 2 and all(isinstance(f, str) and 0 < len(f) <= 4096 for f in files)):
+        return f"train_files {quoted(files)}: expected the names of the source and target train files"
     digest = info.get("train_sha256")  # shards made before it was recorded have none
     if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
-        return f"train_sha256 {digest!r}: expected 64 hexadecimal digits"
+        return f"train_sha256 {quoted(digest)}: expected 64 hexadecimal digits"
     return None
 
 
@@ -188,7 +188,7 @@ def check_same_train_content(where: str, info: Dict, first: Dict) -> None:
     DataBinError naming ``where``. Shards made before the hash was recorded have none and pass."""
     mine, theirs = info.get("train_sha256"), first.get("train_sha256")
     if mine and theirs and mine != theirs:
-        raise DataBinError(where, None, f"is shard {info.get('id')}, cut from train files {info.get('train_files')} "
+        raise DataBinError(where, None, f"is shard {info.get('id')}, cut from train files {quoted(info.get('train_files'))} "
                            f"whose content differs from the first shard's (SHA-256 {mine[:12]}... against "
                            f"{theirs[:12]}...): another corpus with the same file names and line count; use "
                            "the shards of one fairseq-syntax-preprocess --num-shards run")
@@ -216,8 +216,8 @@ def check_shard_set(shards: Sequence[Tuple[str, Dict]]) -> None:
         if total is None:
             total, files = info.get("train_total_lines"), info.get("train_files")
         elif (info.get("train_total_lines"), info.get("train_files")) != (total, files):
-            raise DataBinError(where, None, f"was cut from train files {info.get('train_files')} of "
-                                            f"{info.get('train_total_lines')} lines, shard 0 from {files} of {total}")
+            raise DataBinError(where, None, f"was cut from train files {quoted(info.get('train_files'))} of "
+                                            f"{info.get('train_total_lines')} lines, shard 0 from {quoted(files)} of {total}")
         check_same_train_content(where, info, shards[0][1].get(SHARD_KEY))
         expected = list(shard_range(total, count, position))
         if info.get("train_lines") != expected:

@@ -28,7 +28,7 @@ from fairseq_syntax_preprocess.argtypes import positive
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
 
 from .commands import figure_writer, run_command
-from .rendering import plot_text
+from .rendering import one_line, plot_text
 
 __all__ = ["compute_awsl", "write_tsv", "plot_awsl", "cli_main"]
 
@@ -173,13 +173,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
     except ValueError as err:
-        print(f"fairseq-syntax-awsl: error: {args.path}: {err}", file=sys.stderr)
+        print(f"fairseq-syntax-awsl: error: {one_line(args.path)}: {one_line(str(err))}", file=sys.stderr)
         return 2
     figure = awsl_figure(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
     atomic_write_all([(args.out + ".tsv", tsv_writer(rows)), (args.out + ".png", figure_writer(figure))])
     for r in rows:
         print(f"layer {r['layer']}\tAWSL {r['awsl_syntax']:.4f}\tcontent {r['awsl_content']:.4f}")
-    print(f"wrote {args.out}.tsv and {args.out}.png", file=sys.stderr)
+    print(f"wrote {one_line(args.out)}.tsv and {one_line(args.out)}.png", file=sys.stderr)
     return 0
 
 

@@ -351,7 +351,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     atomic_write_all(outputs)  # together: an interrupt leaves both old files or both new ones
     for path in (args.json, args.plot):
         if path:
-            print(f"wrote {path}", file=sys.stderr)
+            print(f"wrote {one_line(path)}", file=sys.stderr)
     return 0
 
 

@@ -107,6 +107,9 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
         m = _GENERATE_LINE.match(line)
         if not m:
             continue
+        if len(m.group(2)) > 18:  # int() refuses over 4,300 digits; no test set has 10**18 sentences
+            raise TranslationFileError(path, number, f"sentence id of {len(m.group(2))} digits: not a "
+                                       "fairseq-generate sentence id")
         sid = int(m.group(2))
         if sid != current:
             # fairseq-generate prints all lines of a sentence together: an id seen again later

@@ -24,10 +24,19 @@ __all__ = ["one_line", "md_text", "md_code", "md_row", "plot_text", "legend"]
 _MARKDOWN_SPECIAL = set("\\`*_[]<>&~$")
 
 
+#: what GitHub's autolink extension (and linkifiers) turn into a link in plain text: www., a scheme's
+#: ``://``, mailto:/xmpp:, an e-mail address. A backslash cannot stop them; a code span does.
+_AUTOLINK = re.compile(r"(?i)www\.|[a-z][a-z0-9+.-]*://|\b(?:mailto|xmpp):|[\w.+-]@[\w-]+\.")
+
+
 def md_text(text: str) -> str:
     """``text`` as Markdown that shows exactly it, on one line: every character that could start
-    syntax is backslash-escaped (``_`` between two letters or digits cannot, and is left as it is)."""
+    syntax is backslash-escaped (``_`` between two letters or digits cannot, and is left as it is).
+    Text an autolinker would make a link of (``www.``, ``https://``, an e-mail address) becomes one
+    code span (:func:`md_code`) instead: no link can start in it."""
     text = one_line(text)
+    if _AUTOLINK.search(text):
+        return md_code(text)
     out = []
     for i, c in enumerate(text):
         intraword = c == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()

@@ -159,8 +159,11 @@ def read_evaluation(path: str) -> Dict:
                          "objects): made by another tool, or edited?")
     stats = ev.get("statistics")
     stats = stats.get(name) if isinstance(stats, dict) and isinstance(name, str) else None
-    if not isinstance(stats, dict) or any(len(stats.get(m, [])) != ev["sentences"] for m in METRIC_KEYS):
+    if not isinstance(stats, dict) or not all(stats.get(m) is not None for m in METRIC_KEYS):
         raise InputError(path, None, "lacks per-sentence statistics: run fairseq-syntax-evaluate with --statistics")
+    if not all(_statistics_rows(stats[m], m) and len(stats[m]) == ev["sentences"] for m in METRIC_KEYS):
+        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON: its per-sentence statistics are not "
+                         f"one row of counts per sentence for {' and '.join(METRIC_KEYS)} (edited?)")
     return ev
 
 
@@ -179,11 +182,21 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: the largest count a sentence's statistics can hold: evaluate refuses lines over 100,000 characters, so
+#: no n-gram or character count comes near it, and sums over any test set stay exact in a float
+MAX_SENTENCE_COUNT = 10 ** 7
+
+
+def _count(value) -> bool:
+    return _number(value) and 0 <= value <= MAX_SENTENCE_COUNT and float(value).is_integer()
+
+
 def _statistics_rows(rows, metric: str) -> bool:
-    """Per-sentence sufficient statistics of ``metric``: rows of its width of finite, non-negative numbers."""
+    """Per-sentence sufficient statistics of ``metric``: rows of its width of counts (whole numbers in
+    ``[0, MAX_SENTENCE_COUNT]``: sacreBLEU's statistics are n-gram and character counts)."""
     width = statistics_width(metric)
     return isinstance(rows, list) and all(
-        isinstance(r, list) and len(r) == width and all(_number(v) and v >= 0 for v in r) for r in rows)
+        isinstance(r, list) and len(r) == width and all(_count(v) for v in r) for r in rows)
 
 
 def _check_result(data: Dict, path: str) -> None:
@@ -212,7 +225,7 @@ def _check_result(data: Dict, path: str) -> None:
         if not isinstance(stats, dict) or not all(
                 _statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
             raise damaged(f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
-                          f"{' and '.join(f'{statistics_width(m)} non-negative numbers for {m}' for m in METRIC_KEYS)})")
+                          f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
         for m in METRIC_KEYS:
             recomputed = corpus_score(make_metric(m), stats[m])
             if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
@@ -506,10 +519,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
             result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
         if result["stopped"] == "stopped before the cap":
-            print(f"{PROG}: warning: {args.save_dir}: the run stopped at {result['updates']} of {args.max_update} "
+            print(f"{PROG}: warning: {one_line(args.save_dir)}: the run stopped at {result['updates']} of {args.max_update} "
                   "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)
         atomic_write_all([(args.out, text_writer([json.dumps(result, indent=1) + "\n"]))])
-        print(f"wrote {args.out}", file=sys.stderr)
+        print(f"wrote {one_line(args.out)}", file=sys.stderr)
         return 0
     if args.command == "noise":
         inputs = [spec.partition("=")[2] for spec in args.point]
@@ -523,7 +536,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             outputs.append((args.json, text_writer([json.dumps(points, indent=1) + "\n"])))
         atomic_write_all(outputs)
         for model, pts in sorted(points.items()):
-            print(f"{model}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
+            print(f"{one_line(model)}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
         return 0
     compares = []
     for spec in args.compare:
@@ -546,7 +559,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     models = {r["model"] for r in results}
     for name, flag in [(args.baseline, "--baseline")] + [(m, "--compare") for pair in compares for m in pair]:
         if name not in models:
-            print(f"{PROG}: warning: {flag} {name}: no result of that model yet (models: {sorted(models)})",
+            print(f"{PROG}: warning: {flag} {quoted(name)}: no result of that model yet (models: "
+                  f"{quoted(sorted(models))})",
                   file=sys.stderr)
     text = make_table(results, args.baseline, compares, args.alpha, table_command(args))
     print(text)

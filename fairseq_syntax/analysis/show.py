@@ -28,6 +28,7 @@ from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, file_in_the_way
 
+from fairseq_syntax_core.oneline import one_line
 from .commands import quiet_logging, run_command, text_writer
 
 PROG = "fairseq-syntax-show"
@@ -114,6 +115,7 @@ def split_trees(task, split: str, indices: Sequence[int], eos: bool) -> List[Tup
 def text_trees(task, lines: Sequence[str], eos: bool) -> List[Tuple[str, List[str], List[int], List[str], List[str]]]:
     """The same for raw text: tokenized, segmented, parsed and projected as the data-bin records."""
     from fairseq_syntax_preprocess.bpe import apply_codes
+    from fairseq_syntax_preprocess.fileio import check_bpe_codes
     from fairseq_syntax_preprocess.tokenize import tokenize_line
 
     meta = task.metadata
@@ -124,6 +126,7 @@ def text_trees(task, lines: Sequence[str], eos: bool) -> List[Tuple[str, List[st
         codes = os.path.join(task.cfg.data, bpe.get("codes", "bpe.codes"))
         if not os.path.isfile(codes):
             raise InputError(codes, None, "the data-bin's BPE codes are missing: raw text cannot be segmented")
+        check_bpe_codes(codes, "the bpe.codes fairseq-syntax-preprocess wrote into the data-bin")
         tokens = apply_codes(tokens, codes)
     trees = task.online_parser().piece_trees(tokens)
     out = []
@@ -204,7 +207,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
               for name, pieces, heads, labels, tags in trees]
     if args.format == "html":
         atomic_write_all([(args.out, text_writer([render(parses, page=True)]))])
-        print(f"wrote {args.out} ({len(parses)} sentence{'s' if len(parses) != 1 else ''})", file=sys.stderr)
+        print(f"wrote {one_line(args.out)} ({len(parses)} sentence{'s' if len(parses) != 1 else ''})", file=sys.stderr)
         return 0
     paths = [os.path.join(args.out, f"{name}.svg") for name, *_ in trees]
     made = not os.path.isdir(args.out)
@@ -221,7 +224,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 pass
         raise
     for path in paths:
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"wrote {one_line(path)}", file=sys.stderr)
     return 0
 
 

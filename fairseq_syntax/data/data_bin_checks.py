@@ -113,9 +113,9 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
             elif this_cut != cut:
                 raise DataBinError(
                     os.path.join(path, METADATA_FILE), None,
-                    f"is shard {shard.get('id')} of {this_cut[0]} cut from train files {this_cut[2]} "
+                    f"is shard {shard.get('id')} of {this_cut[0]} cut from train files {quoted(this_cut[2])} "
                     f"({this_cut[1]} lines), but the first shard of this list is one of {cut[0]} cut from "
-                    f"{cut[2]} ({cut[1]} lines): shards of different cuts overlap or leave lines out; list "
+                    f"{quoted(cut[2])} ({cut[1]} lines): shards of different cuts overlap or leave lines out; list "
                     "the shards of one fairseq-syntax-preprocess --num-shards run",
                 )
             check_same_train_content(os.path.join(path, METADATA_FILE), shard, first_shard or shard)
