@@ -74,8 +74,12 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
     if not layers:
         raise ValueError("this checkpoint has no syntactic-position layers (--gps-layers): nothing to analyse")
     attns = {i: encoder.layers[i].self_attn for i in layers}
-    for attn in attns.values():
+    # e^s of eq. 5 is what the gps component adds in layer i, asked of it: other components' additive
+    # terms (a label-pair bias, say) are in the attention's summed bias too, and are not syntax positions
+    terms = {i: encoder.layers[i].attention_terms["gps"] for i in layers}
+    for i, attn in attns.items():
         attn.record_logits = True
+        terms[i].record = True
     device = next(model.parameters()).device
     n = len(dataset) if max_sentences is None else min(max_sentences, len(dataset))
     sums = {i: torch.zeros(2, dtype=torch.float64) for i in layers}
@@ -91,15 +95,16 @@ def compute_awsl(model, dataset, max_sentences: Optional[int] = None, batch_size
                 encoder(net["src_tokens"], src_lengths=net["src_lengths"], src_syntax=net.get("src_syntax"))
                 pad = net["src_tokens"].eq(encoder.padding_idx)
                 for i, attn in attns.items():
-                    rec = attn.recorded_logits
-                    w = syntax_logit_weights(rec["content"], rec["attn_bias"], pad)
+                    w = syntax_logit_weights(attn.recorded_logits["content"], terms[i].last_term, pad)
                     # average over heads per sample, summed over samples
                     sums[i] += torch.stack([w.syntax.mean(1).sum(), w.content.mean(1).sum()]).double().cpu()
                 count += net["src_tokens"].size(0)
     finally:
-        for attn in attns.values():
+        for i, attn in attns.items():
             attn.record_logits = False
             attn.recorded_logits = None
+            terms[i].record = False
+            terms[i].last_term = None
     return [
         {"layer": i, "awsl_syntax": float(sums[i][0] / max(count, 1)),
          "awsl_content": float(sums[i][1] / max(count, 1)), "sentences": count}

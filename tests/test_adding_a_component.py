@@ -1,0 +1,164 @@
+"""The README's "Adding a component", walked literally: a new idea is one module dropped into
+``components/`` and one preset row, nothing else of the plugin touched.
+
+The toy component is a learned bias per pair of dependency labels, added to the attention logits
+of chosen encoder layers. The test copies the plugin, writes that module and the row, and runs
+the copy through fairseq-train, fairseq-generate, fairseq-interactive and a checkpoint reload
+(``--user-dir`` pointing at the copy), as a researcher extending the toolkit would.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import CLI_TINY, REPO, tool
+
+COMPONENT = '''"""A learned bias per pair of dependency labels on the encoder's attention logits (a toy)."""
+
+from dataclasses import dataclass
+from typing import Optional, Set, Tuple
+
+from torch import Tensor, nn
+
+from ..options import check_positive, opt, parse_layer_list
+from .base import AttentionComponent, AttentionTerms, BuildContext, EncoderBatch, LayerTerm, register_attention
+
+
+@dataclass
+class LabelPairBiasOptions:
+    label_bias_layers: str = opt("none", "0-based encoder layers whose self-attention adds a learned bias per "
+                                 "pair of dependency labels ('all', 'none' or a comma list)", metavar="LIST")
+    label_bias_scale: int = opt(1, "a second option, to show that a component may have several", metavar="N")
+
+    def check(self) -> None:
+        check_positive(self, ("label_bias_scale",))
+        parse_layer_list(self.label_bias_layers, None, "--label-bias-layers")
+
+
+class LabelPairBiasTerm(LayerTerm):
+    def __init__(self, num_labels: int, heads: int) -> None:
+        super().__init__()
+        self.num_labels = num_labels
+        self.bias = nn.Embedding(num_labels * num_labels, heads)
+        nn.init.zeros_(self.bias.weight)
+
+    def term(self, labels: Tensor) -> AttentionTerms:
+        pairs = labels.unsqueeze(2) * self.num_labels + labels.unsqueeze(1)  # (B, T, T)
+        return AttentionTerms(attn_bias=self.bias(pairs).permute(0, 3, 1, 2))  # (B, H, T, T)
+
+
+@register_attention
+class LabelPairBias(AttentionComponent):
+    name = "label_bias"
+    options = LabelPairBiasOptions
+
+    def __init__(self, ctx: BuildContext, layers: Tuple[int, ...]) -> None:
+        super().__init__()
+        self._layers = layers
+        self.num_labels = ctx.require_vocab(("syntax_num_labels",), "--label-bias-layers")["syntax_num_labels"]
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["LabelPairBias"]:
+        layers = parse_layer_list(ctx.cfg.label_bias_layers, ctx.num_layers, "--label-bias-layers")
+        return cls(ctx, layers) if layers else None
+
+    def inputs(self) -> Set[str]:
+        return {"labels"}
+
+    def layers(self) -> Tuple[int, ...]:
+        return self._layers
+
+    def layer_term(self, layer_idx: int, embed_dim: int, num_heads: int) -> LabelPairBiasTerm:
+        return LabelPairBiasTerm(self.num_labels, num_heads)
+
+    def prepare(self, batch: EncoderBatch) -> Tensor:
+        return batch.get("labels", "the label-pair bias")
+'''
+
+PRESET_ROW = '''    ("transformer_label_bias_iwslt_de_en", small, "A learned bias per dependency label pair, layer 0.",
+     {"label_bias_layers": "0"}),
+'''
+
+
+@pytest.fixture(scope="module")
+def extended_plugin(tmp_path_factory):
+    """A copy of the plugin with the toy component's module and its preset row, and nothing else changed."""
+    root = tmp_path_factory.mktemp("extended")
+    plugin = root / "fairseq_syntax"
+    shutil.copytree(os.path.join(REPO, "fairseq_syntax"), plugin,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (plugin / "models" / "syntax_transformer" / "components" / "label_pair_bias.py").write_text(COMPONENT)
+    architectures = plugin / "models" / "syntax_transformer" / "architectures.py"
+    text = architectures.read_text()
+    end = "\n]\n\n\ndef _architecture("
+    assert text.count(end) == 1, "the preset table of architectures.py ends the way this test expects"
+    architectures.write_text(text.replace(end, "\n" + PRESET_ROW.rstrip("\n") + end, 1))
+    return str(plugin)
+
+
+def _run(args, cwd, stdin=None):
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")  # the installed packages, the copied plugin
+    result = subprocess.run(args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.mark.slow
+def test_one_module_and_one_preset_row_train_decode_save_and_load(multi30k_bin, extended_plugin, tmp_path):
+    data, save = str(multi30k_bin), str(tmp_path / "ck")
+    common = ["--user-dir", extended_plugin, "--task", "syntax_translation"]
+    train = [tool("fairseq-train"), data, *common, "--arch", "transformer_label_bias_iwslt_de_en", *CLI_TINY,
+             "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500", "--save-dir", save,
+             "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", "--label-bias-scale", "2"]
+    _run(train + ["--max-update", "6"], cwd=str(tmp_path))
+    checkpoint = os.path.join(save, "checkpoint_last.pt")
+
+    # the component's parameters are in the checkpoint, under its name, and its options in the args
+    probe = _run([sys.executable, "-c", (
+        "import sys, torch; from fairseq_syntax_core.checkpoint_loader import load_checkpoint\n"
+        "state = load_checkpoint(sys.argv[1])\n"
+        "print(sorted(k for k in state['model'] if 'label_bias' in k))\n"
+        "args = state['args'] if state.get('args') is not None else state['cfg']['model']\n"
+        "print(getattr(args, 'label_bias_layers', None) if not isinstance(args, dict) else args['label_bias_layers'])"),
+        checkpoint], cwd=str(tmp_path)).stdout.splitlines()
+    assert probe[0] == "['encoder.layers.0.attention_terms.label_bias.bias.weight']" and probe[1] == "0"
+
+    # reload: training resumes from the checkpoint
+    resumed = _run(train + ["--max-update", "8"], cwd=str(tmp_path))
+    assert "loaded checkpoint" in resumed.stderr.lower() + resumed.stdout.lower()
+
+    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
+                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
+    assert any(line.startswith("H-") for line in generated.stdout.splitlines())
+
+    interactive = _run([tool("fairseq-interactive"), data, *common, "--path", checkpoint, "--beam", "2",
+                        "--max-len-b", "10", "--cpu", "--source-lang", "en", "--target-lang", "de",
+                        "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
+                        os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
+    assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+
+
+def test_an_option_name_taken_by_another_component_is_refused():
+    from dataclasses import dataclass
+
+    from fairseq_syntax.models.syntax_transformer.components.base import register_options
+    from fairseq_syntax.models.syntax_transformer.options import opt
+
+    @dataclass
+    class Clash:
+        gps_layers: str = opt("none", "the same name as the GPS component's option")
+
+    with pytest.raises(ValueError, match="gps_layers.*already defined by GpsOptions"):
+        register_options(Clash)
+
+
+def test_the_encoder_width_is_what_the_components_add():
+    from fairseq_syntax.models.syntax_transformer.config import SyntaxModelConfig, encoder_width
+    from argparse import Namespace
+
+    cfg = SyntaxModelConfig.from_args(Namespace(syntax_features="pos,label", syntax_feature_dim=16,
+                                                nsd_input="concat", nsd_embed_dim=8))
+    assert encoder_width(cfg, 64) == 64 + 2 * 16 + 8  # paper 003 Table IV and paper 002 eq. 8
