@@ -1,5 +1,7 @@
 """fairseq-syntax: source-side syntax for fairseq NMT (a --user-dir plugin and a parsing pipeline)."""
 
+import re
+
 from setuptools import find_packages, setup
 
 # fairseq 0.12.2 from PyPI does not import on Python >= 3.11 (dataclass mutable defaults,
@@ -12,7 +14,7 @@ FAIRSEQ = [
 
 setup(
     name="fairseq-syntax",
-    version="0.1.0",
+    version=re.search(r'__version__ = "([^"]+)"', open("fairseq_syntax_core/version.py", encoding="utf-8").read())[1],
     description="Syntax-aware Transformer encoders for fairseq: data pipeline, task and models",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

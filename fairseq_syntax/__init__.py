@@ -5,7 +5,7 @@ their architectures, and the syntax criterions with fairseq, and admits the glob
 fairseq checkpoints hold to torch's ``weights_only`` loader (see ``checkpoints.py``).
 """
 
-__version__ = "0.1.0"
+from fairseq_syntax_core.version import __version__  # noqa: E402,F401
 
 from fairseq_syntax_core.startup import install_startup_handler
 
