@@ -21,7 +21,8 @@ setup(
     license="MIT",
     python_requires=">=3.8",
     # every subpackage of the plugin and the shared core (a new one is never forgotten), and the pipeline
-    packages=find_packages(include=["fairseq_syntax", "fairseq_syntax.*", "fairseq_syntax_core"])
+    packages=find_packages(include=["fairseq_syntax", "fairseq_syntax.*", "fairseq_syntax_core",
+                                    "fairseq_syntax_analysis"])
     + ["fairseq_syntax_preprocess"],
     package_dir={"fairseq_syntax_preprocess": "preprocess"},
     install_requires=FAIRSEQ
@@ -47,10 +48,10 @@ setup(
             "fairseq-syntax-parse = fairseq_syntax_preprocess.stages:parse_main",
             "fairseq-syntax-bpe = fairseq_syntax_preprocess.stages:bpe_main",
             "fairseq-syntax-perturb = fairseq_syntax_preprocess.perturb:cli_main",
-            "fairseq-syntax-awsl = fairseq_syntax.analysis.awsl:cli_main",
-            "fairseq-syntax-evaluate = fairseq_syntax.analysis.evaluate:cli_main",
-            "fairseq-syntax-report = fairseq_syntax.analysis.results:cli_main",
-            "fairseq-syntax-show = fairseq_syntax.analysis.show:cli_main",
+            "fairseq-syntax-awsl = fairseq_syntax_analysis.awsl:cli_main",
+            "fairseq-syntax-evaluate = fairseq_syntax_analysis.evaluate:cli_main",
+            "fairseq-syntax-report = fairseq_syntax_analysis.results:cli_main",
+            "fairseq-syntax-show = fairseq_syntax_analysis.show:cli_main",
         ]
     },
 )

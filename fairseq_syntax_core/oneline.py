@@ -6,7 +6,7 @@ lines of its own or send escape sequences to the terminal. :func:`one_line` spel
 breaks, control characters and invisible format characters (bidirectional overrides such as
 U+202E, zero-width characters); :func:`quoted` is a value's ``repr`` on one line, shortened;
 :func:`error_text` is an exception as one line. The pipeline and the plugin both use these
-(``fairseq_syntax.analysis.rendering`` builds its Markdown and plot escapes on :func:`one_line`).
+(``fairseq_syntax_analysis.rendering`` builds its Markdown and plot escapes on :func:`one_line`).
 """
 
 import unicodedata

@@ -44,8 +44,7 @@ from fairseq_syntax_core.databin import (
     dictionary_path,
     stream_prefix,
 )
-from fairseq_syntax_core.errors import InputError, StageError, UserError
-from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from .fileio import is_visible, nonempty_lines, read_lines
 from .interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
@@ -57,21 +56,9 @@ from .tokenize import tokenize_lines
 from .word_tree import WordTree
 from .options import check_args, get_parser, split_input_prefixes, target_parsed  # noqa: F401 (get_parser: public)
 from .split import Split
+from .text_chain import StageClock, TextChain
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
-
-
-class StageClock:
-    """Wall-clock seconds per stage, for the closing summary."""
-
-    def __init__(self) -> None:
-        self.seconds: Dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._last, 2)
-        self._last = now
 
 
 def read_and_tokenize(split: Split, args) -> None:
@@ -196,46 +183,6 @@ def read_phrase_structures(split: Split, args) -> None:
     if failed:
         logger.warning(f"{path}: {len(failed)} lines have no usable tree and get no phrase structure "
                        f"(--phrase-fallback), first: line {failed[0]}")
-
-
-def _write_text(path: str, lines: List[List[str]]) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        for tokens in lines:
-            handle.write(" ".join(tokens) + "\n")
-
-
-def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
-    """Binarize the BPE text with fairseq-preprocess itself."""
-    from fairseq import options
-    from fairseq_cli import preprocess as fairseq_preprocess
-
-    argv = [
-        "--source-lang", args.source_lang, "--target-lang", args.target_lang,
-        "--destdir", out, "--workers", str(args.workers), "--dataset-impl", "mmap",
-        "--thresholdsrc", str(args.thresholdsrc), "--thresholdtgt", str(args.thresholdtgt),
-        "--nwordssrc", str(args.nwordssrc), "--nwordstgt", str(args.nwordstgt),
-    ]
-    for name, flag in (("train", "--trainpref"), ("valid", "--validpref"), ("test", "--testpref")):
-        names = [s.name for s in splits if s.name.rstrip("0123456789") == name]
-        if names:
-            argv += [flag, ",".join(os.path.join(work, n) for n in names)]
-    if args.joined_dictionary:
-        argv.append("--joined-dictionary")
-    if args.srcdict:
-        argv += ["--srcdict", args.srcdict]
-    if args.tgtdict:
-        argv += ["--tgtdict", args.tgtdict]
-    fairseq_args = options.get_preprocessing_parser().parse_args(argv)
-    fairseq_logger = logging.getLogger("fairseq_cli.preprocess")
-    handlers = list(fairseq_logger.handlers)
-    fairseq_preprocess.main(fairseq_args)
-    for handler in fairseq_logger.handlers:
-        if handler not in handlers:  # fairseq adds a FileHandler on preprocess.log
-            handler.close()
-            fairseq_logger.removeHandler(handler)
-    log = os.path.join(out, "preprocess.log")
-    if os.path.exists(log):
-        os.remove(log)  # holds temporary paths; the summary is printed instead
 
 
 def run(args) -> Dict[str, object]:
@@ -470,85 +417,6 @@ def _target_summary(splits: List[Split], piece_trees: Dict[str, List[WordTree]],
         "target_unknown_labels": unknown[LABEL.name],
         "target_unknown_pos": unknown[POS.name],
     }
-
-
-class TextChain:
-    """BPE (learn, apply) and fairseq binarization of the text, in a forked process.
-
-    The child inherits the tokenized splits (fork, no pickling), writes the BPE text to
-    ``work`` and fairseq's files to ``out``, and reports its stage times, or its error,
-    through a file.
-    """
-
-    def __init__(self, args, splits: List[Split], work: str, out: str) -> None:
-        self.args, self.splits, self.work, self.out = args, splits, work, out
-        self.report = os.path.join(work, "text_chain.json")
-        self.process = None
-
-    def start(self) -> None:
-        import multiprocessing
-
-        self.process = multiprocessing.get_context("fork").Process(target=self._main, name="bpe-binarize")
-        self.process.start()
-
-    def _main(self) -> None:
-        try:
-            clock = StageClock()
-            args, src, tgt = self.args, self.args.source_lang, self.args.target_lang
-            codes = os.path.join(self.out, CODES_FILE)
-            if args.no_bpe:
-                pass
-            elif args.bpe_codes:
-                shutil.copyfile(args.bpe_codes, codes)
-            else:
-                train = next(s for s in self.splits if s.name == "train")
-                try:
-                    bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
-                    with open(codes, encoding="utf-8") as handle:
-                        merges = sum(1 for line in handle if not line.startswith("#version:"))
-                except ValueError:
-                    merges = 0
-                if merges == 0:
-                    raise InputError(train.src_path, None,
-                                     f"BPE learned no merges from the train split ({len(train.src_tokens)} lines, "
-                                     "too little text): use --no-bpe, or give --bpe-codes")
-            clock.lap("bpe_learn")
-            for split in self.splits:
-                for lang, tokens in ((src, split.src_tokens), (tgt, split.tgt_tokens)):
-                    pieces = tokens if args.no_bpe else bpe_stage.apply_codes(tokens, codes, args.workers)
-                    _write_text(os.path.join(self.work, f"{split.name}.{lang}"), pieces)
-            clock.lap("bpe_apply")
-            _binarize_text(args, self.work, self.out, self.splits)
-            clock.lap("binarize_text")
-            result = {"seconds": clock.seconds}
-        except BaseException as error:  # reported to the parent, which raises
-            if isinstance(error, UserError):
-                result = {"user_error": str(error)}
-            else:
-                result = {"error": f"{type(error).__name__}: {error}"}
-        with open(self.report, "w", encoding="utf-8") as handle:
-            json.dump(result, handle)
-        os._exit(0 if "seconds" in result else 1)
-
-    def join(self) -> Dict[str, float]:
-        self.process.join()
-        if self.process.exitcode is not None and self.process.exitcode < 0:
-            raise StageError(f"the BPE/binarization process was killed by signal {-self.process.exitcode} "
-                             "(out of memory, or killed by hand)")
-        if not os.path.exists(self.report):
-            raise StageError(f"the BPE/binarization process died (exit code {self.process.exitcode}; "
-                             "killed for memory?)")
-        result = read_json_file(self.report)  # this run's own file: damaged only by a full disk
-        if "user_error" in result:
-            raise StageError(result["user_error"])
-        if "error" in result:
-            raise StageError(f"BPE/binarization failed: {result['error']}")
-        return result["seconds"]
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()  # its output is discarded with the temporary folder
-            self.process.join()
 
 
 def _read_pieces(path: str) -> List[List[str]]:

@@ -203,7 +203,7 @@ def _evaluation(path) -> str:
 
 @pytest.mark.parametrize("which", ["last", "best"])
 def test_report_record_refuses_the_payload(tmp_path, capsys, which):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
 
     marker, save = tmp_path / "MARKER", tmp_path / "ckpt"
     save.mkdir()

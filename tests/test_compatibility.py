@@ -23,6 +23,8 @@ FIXTURE = os.path.join(FIXTURES, "release_0_1")
 TARGET_SIDE = os.path.join(FIXTURES, "target_side_8b0e53c")
 ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(FIXTURE, "checkpoints")))
 TARGET_SIDE_ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(TARGET_SIDE, "checkpoints")))
+RELEASE_0_2 = os.path.join(FIXTURES, "release_0_2")
+RELEASE_0_2_ARCHS = sorted(name[: -len(".pt")] for name in os.listdir(os.path.join(RELEASE_0_2, "checkpoints")))
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,14 @@ def old_target_side(tmp_path_factory):
     """A copy of the target-side fixture outside the checkout."""
     work = tmp_path_factory.mktemp("target_side")
     shutil.copytree(TARGET_SIDE, work / "release", ignore=shutil.ignore_patterns("make.sh"))
+    return work / "release"
+
+
+@pytest.fixture(scope="module")
+def release_0_2(tmp_path_factory):
+    """A copy of the 0.2.0 fixture (model format 3) outside the checkout."""
+    work = tmp_path_factory.mktemp("release_0_2")
+    shutil.copytree(RELEASE_0_2, work / "release", ignore=shutil.ignore_patterns("make.sh"))
     return work / "release"
 
 
@@ -65,6 +75,9 @@ def test_fixture_covers_every_model_family():
     assert ARCHS == ["transformer_dep_rel", "transformer_gps", "transformer_nsd", "transformer_pascal",
                      "transformer_structural", "transformer_syntax_embed", "transformer_syntax_spe"]
     assert TARGET_SIDE_ARCHS == ["transformer_nsd_both", "transformer_nsd_target", "tree2seq"]
+    assert RELEASE_0_2_ARCHS == ["transformer_dep_rel", "transformer_gps", "transformer_nsd", "transformer_nsd_both",
+                                 "transformer_pascal", "transformer_structural", "transformer_syntax_embed",
+                                 "transformer_syntax_spe", "tree2seq"]
 
 
 def _translates_as_it_did(release, arch):
@@ -87,6 +100,27 @@ def test_old_checkpoint_translates_as_it_did(old_release, arch):
 def test_target_side_checkpoint_translates_as_it_did(old_target_side, arch):
     """Target-side NSD feeds its predicted distances back: a changed decoder changes the scores."""
     _translates_as_it_did(old_target_side, arch)
+
+
+@pytest.mark.parametrize("arch", RELEASE_0_2_ARCHS)
+def test_release_0_2_checkpoint_translates_as_it_did(release_0_2, arch):
+    """The first release that stores its model format (3): later formats must still read it."""
+    _translates_as_it_did(release_0_2, arch)
+
+
+def test_model_formats_are_recognised_and_a_newer_one_refused():
+    import argparse
+
+    from fairseq_syntax.models.syntax_transformer.legacy import MODEL_FORMAT, model_format, upgrade_args
+    from fairseq_syntax.models.syntax_transformer.options import ModelOptionError
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    stored = load_checkpoint(os.path.join(RELEASE_0_2, "checkpoints", "transformer_dep_rel.pt"))
+    assert stored["cfg"]["model"].syntax_format_version == 3 == MODEL_FORMAT
+    assert model_format(argparse.Namespace(rel_no_keys=False)) == 1  # 0.1 stored rel_no_keys
+    assert model_format(argparse.Namespace(syntax_num_labels=9)) == 2  # a built model before the format
+    with pytest.raises(ModelOptionError, match="newer fairseq-syntax"):
+        upgrade_args(argparse.Namespace(syntax_format_version=MODEL_FORMAT + 1))
 
 
 def test_old_data_bin_still_trains(old_release):

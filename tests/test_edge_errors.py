@@ -123,7 +123,7 @@ def test_the_report_says_in_one_line_that_its_plot_cannot_be_written(tmp_path, m
     """matplotlib failures: a plot on a full disk, one matplotlib cannot draw, one in a folder without room."""
     import matplotlib.figure
 
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
 
     point = tmp_path / "e.json"
     point.write_text('{"systems": [{"scores": {"BLEU": 30.0}}]}', encoding="utf-8")

@@ -7,10 +7,10 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from fairseq_syntax.analysis import buckets as bk
-from fairseq_syntax.analysis import scoring
-from fairseq_syntax.analysis.evaluate import cli_main
-from fairseq_syntax.analysis.hypotheses import read_translations
+from fairseq_syntax_analysis import buckets as bk
+from fairseq_syntax_analysis import scoring
+from fairseq_syntax_analysis.evaluate import cli_main
+from fairseq_syntax_analysis.hypotheses import read_translations
 from fairseq_syntax_core.errors import InputError
 from .conftest import parsed_bin, write
 
@@ -281,7 +281,7 @@ def test_bad_bucket_edges_and_orphan_flags_are_refused_before_any_work(tmp_path)
 
 
 def test_bootstrap_memory_is_bounded_by_samples_times_sentences(tmp_path, capsys, monkeypatch):
-    from fairseq_syntax.analysis import evaluate as ev
+    from fairseq_syntax_analysis import evaluate as ev
 
     f = files(tmp_path, ref=REFS, base=WORSE, same=REFS)
     # 8 sentences allow every legal sample count: shrink the bound to 100 samples to test it

@@ -19,7 +19,7 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path, reader, error, name):
 
 
 def test_report_table_refuses_a_fifo_among_the_results(tmp_path, capsys):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
 
     os.mkfifo(tmp_path / "x.json")
     assert rs.cli_main(["table", str(tmp_path)]) == 1

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from fairseq_syntax_core import trees
+from fairseq_syntax_core import phrase_trees
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_nsd import (
     LabelSmoothedCrossEntropyWithNSDCriterion,
@@ -236,7 +236,7 @@ def test_constituency_features_equal_trees_per_sentence(left_pad):
     out = batch_features(h, l, p, real, keys, phrase, mask)
     width = real.size(1)
     for b, (n, m) in enumerate(zip(lengths, merges)):
-        alone = trees.constituency_distances(m.view(1, -1, 2), torch.ones(1, m.size(0), dtype=torch.bool),
+        alone = phrase_trees.constituency_distances(m.view(1, -1, 2), torch.ones(1, m.size(0), dtype=torch.bool),
                                              torch.tensor([n]))
         start = width - (n + 1) if left_pad else 0
         for key, expected in zip(("distance_height", "distance_depth", "distance_relative"), alone):

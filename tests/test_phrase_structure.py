@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_syntax_core import trees
+from fairseq_syntax_core import phrase_trees
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency, merge_problem
 from fairseq_syntax_core.stream_checks import check_merges
@@ -251,7 +251,7 @@ def test_the_split_validator_agrees_with_the_per_sentence_check():
 def test_constituency_distances_of_a_hand_built_tree():
     # ((a b) (c (d e))): (a b)=5 h1, (d e)=6 h1, (c 6)=7 h2, root 8 h3
     phrase = torch.tensor([[[0, 1], [3, 4], [2, 6], [5, 7]]])
-    d_S, d_G, d_R = trees.constituency_distances(phrase, torch.ones(1, 4, dtype=torch.bool), torch.tensor([5]))
+    d_S, d_G, d_R = phrase_trees.constituency_distances(phrase, torch.ones(1, 4, dtype=torch.bool), torch.tensor([5]))
     assert d_S.tolist() == [[1, 3, 2, 1, 3]]  # LCA heights; d_S(w_n) = H = 3 (eq. 1)
     assert d_G.tolist() == [[2, 1, 2, 3, 0]]  # common ancestors, LCA included; d_G(w_n) = 0
     assert d_R.tolist() == [[2, -1, 1, 1, -3]]  # eq. 3
@@ -261,8 +261,8 @@ def test_constituency_distances_batch_rows_of_other_sizes_and_rows_without_a_tre
     one = torch.tensor([[[0, 1], [3, 4], [2, 6], [5, 7]]])
     batch = torch.tensor([[[0, 1], [3, 4], [2, 6], [5, 7]], [[0, 1], [2, 3], [4, 5], [0, 0]], [[0, 0]] * 4])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [0, 0, 0, 0]]).bool()
-    d_S, d_G, d_R = trees.constituency_distances(batch, mask, torch.tensor([5, 4, 3]))
-    alone = trees.constituency_distances(one, torch.ones(1, 4, dtype=torch.bool), torch.tensor([5]))
+    d_S, d_G, d_R = phrase_trees.constituency_distances(batch, mask, torch.tensor([5, 4, 3]))
+    alone = phrase_trees.constituency_distances(one, torch.ones(1, 4, dtype=torch.bool), torch.tensor([5]))
     assert [x[0].tolist() for x in (d_S, d_G, d_R)] == [x[0].tolist() for x in alone]
     assert d_S[1].tolist() == [1, 2, 1, 2, 0] and d_G[1].tolist() == [2, 1, 2, 0, 0]  # ((a b) (c d))
     assert d_S[2].abs().sum() == 0 and d_G[2].abs().sum() == 0  # no tree: nothing in common

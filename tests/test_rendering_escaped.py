@@ -1,5 +1,5 @@
 """Everything rendered from names and fields of files or the command line is escaped by construction
-(fairseq_syntax/analysis/rendering.py): Markdown tables keep their rows and columns and inject no
+(fairseq_syntax_analysis/rendering.py): Markdown tables keep their rows and columns and inject no
 HTML, and matplotlib draws ``$...$`` as text instead of failing on mathtext."""
 
 import json
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from fairseq_syntax.analysis import results as rs
-from fairseq_syntax.analysis.evaluate import cli_main as evaluate_main
+from fairseq_syntax_analysis import results as rs
+from fairseq_syntax_analysis.evaluate import cli_main as evaluate_main
 from .conftest import parsed_bin, write
 from .test_results_report import REFS, fake_result
 
@@ -100,7 +100,7 @@ def test_evaluate_plot_draws_mathtext_and_underscore_names_as_text(tmp_path, cap
 
 
 def test_bucket_figure_legend_shows_every_system_as_given():
-    from fairseq_syntax.analysis.evaluate import bucket_figure
+    from fairseq_syntax_analysis.evaluate import bucket_figure
 
     names = ["base", "$\\frac$", "_hidden"]
     report = {"baseline": "base", "systems": [{"name": n} for n in names],
@@ -115,7 +115,7 @@ def test_bucket_figure_legend_shows_every_system_as_given():
 def test_report_noise_plot_and_awsl_title_with_mathtext(tmp_path):
     import matplotlib.pyplot as plt
 
-    from fairseq_syntax.analysis.awsl import awsl_figure
+    from fairseq_syntax_analysis.awsl import awsl_figure
 
     ev = tmp_path / "ev.json"
     ev.write_text(json.dumps({"systems": [{"scores": {"BLEU": 30.0}}]}), encoding="utf-8")

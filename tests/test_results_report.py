@@ -10,9 +10,9 @@ import subprocess
 import pytest
 from sacrebleu.metrics import BLEU
 
-from fairseq_syntax.analysis import results as rs
-from fairseq_syntax.analysis.rendering import md_code
-from fairseq_syntax.analysis import scoring
+from fairseq_syntax_analysis import results as rs
+from fairseq_syntax_analysis.rendering import md_code
+from fairseq_syntax_analysis import scoring
 
 from . import fork_server
 from .conftest import REPO, SAMPLE, tool

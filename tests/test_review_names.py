@@ -83,7 +83,7 @@ def test_a_recorded_pipeline_name_that_is_no_package_name_is_refused_naming_the_
 
 
 def test_show_refuses_a_data_bin_that_names_a_pipeline_folder(small_bin, tmp_path, capsys):
-    from fairseq_syntax.analysis.show import cli_main
+    from fairseq_syntax_analysis.show import cli_main
 
     folder = _blank_pipeline(tmp_path / "outside" / "pipe")
     data_bin = _copy(small_bin, tmp_path, lambda meta: meta.__setitem__("parser", {"parser": "spacy", "name": folder}))
@@ -148,7 +148,7 @@ def test_a_broken_pipeline_folder_is_one_line(tmp_path):
 
 
 def test_one_line_is_shared_and_spells_out_format_characters():
-    from fairseq_syntax.analysis import rendering
+    from fairseq_syntax_analysis import rendering
     from fairseq_syntax_core import oneline
 
     assert rendering.one_line is oneline.one_line
@@ -178,7 +178,7 @@ def test_settings_that_are_not_objects_are_refused_naming_the_key(small_bin, tmp
 
 
 def test_show_with_a_parser_that_is_not_an_object_is_one_line(small_bin, tmp_path, capsys):
-    from fairseq_syntax.analysis.show import cli_main
+    from fairseq_syntax_analysis.show import cli_main
 
     data_bin = _copy(small_bin, tmp_path, lambda meta: meta.__setitem__("parser", "x"))
     assert cli_main([str(data_bin), "--text", "a dog runs", "--out", str(tmp_path / "t.html")]) == 1
@@ -203,7 +203,7 @@ def test_perturb_refuses_damaged_metadata_in_one_line(small_bin, tmp_path, capsy
     ('{"parsed_langs": {}, "format_version": 1, "x": ' + LONG_NUMBER + "}", "is JSON that cannot be read"),
 ], ids=["deep", "long number"])
 def test_every_json_reader_refuses_deep_json_and_long_numbers_in_one_line(small_bin, tmp_path, capsys, text, expected):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
     from fairseq_syntax_core.length_prior import read_length_prior
 
     data_bin = _copy(small_bin, tmp_path, text=text)
@@ -222,7 +222,7 @@ def test_every_json_reader_refuses_deep_json_and_long_numbers_in_one_line(small_
 
 
 def test_a_deeply_nested_line_of_a_training_log_is_no_validation(tmp_path):
-    from fairseq_syntax.analysis.train_log import valid_metrics
+    from fairseq_syntax_analysis.train_log import valid_metrics
 
     log = tmp_path / "train.log"
     log.write_text('2026-11-26 08:48:32 | INFO | valid | {"epoch": ' + DEEP + "}\n", encoding="utf-8")
@@ -245,7 +245,7 @@ def _results_folder(tmp_path, results):
 
 
 def test_a_second_result_names_the_model_escaped(tmp_path, capsys):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
     from .test_results_report import REFS, fake_result
 
     folder = _results_folder(tmp_path, [fake_result(HOSTILE_TEXT, 1, REFS)])
@@ -256,7 +256,7 @@ def test_a_second_result_names_the_model_escaped(tmp_path, capsys):
 
 
 def test_signatures_of_different_settings_are_named_escaped(tmp_path, capsys):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
     from .test_results_report import REFS, fake_result
 
     base, other = fake_result("transformer", 1, REFS), fake_result("other", 1, REFS)
@@ -284,7 +284,7 @@ def test_a_format_version_that_is_no_positive_integer_is_refused(small_bin, tmp_
 
 @pytest.mark.parametrize("bleu", [True, "1e308", "30", 1e308, -1, None])
 def test_a_noise_point_needs_a_bleu_score(tmp_path, capsys, bleu):
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
 
     path = tmp_path / "ev.json"
     path.write_text(json.dumps({"systems": [{"scores": {"BLEU": bleu}}]}), encoding="utf-8")

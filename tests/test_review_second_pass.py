@@ -43,7 +43,7 @@ def test_provenance_strings_from_a_checkpoint_are_shown_on_one_line_shortened():
                                          ({"train_iterator": {"epoch": 2}, "best": "|evil\n<b>"}, "best"),
                                          ({"train_iterator": {"epoch": 2}, "best": float("nan")}, "best")])
 def test_record_refuses_a_checkpoint_whose_iterator_or_best_value_is_not_a_number(tmp_path, extra, what):
-    from fairseq_syntax.analysis.results import checkpoint_facts
+    from fairseq_syntax_analysis.results import checkpoint_facts
 
     for which in ("last", "best"):
         torch.save(_fairseq_state(extra_state=extra), tmp_path / f"checkpoint_{which}.pt")
@@ -104,8 +104,8 @@ def test_a_forged_model_size_in_a_checkpoint_is_refused_before_fairseq_builds_th
 
 
 def test_evaluate_refuses_a_runaway_line_before_scoring(tmp_path, capsys):
-    from fairseq_syntax.analysis import evaluate
-    from fairseq_syntax.analysis.hypotheses import MAX_LINE_CHARS
+    from fairseq_syntax_analysis import evaluate
+    from fairseq_syntax_analysis.hypotheses import MAX_LINE_CHARS
 
     (tmp_path / "ref.txt").write_text("a b c\nd e f\n", encoding="utf-8")
     (tmp_path / "base.txt").write_text("a b c\nd e g\n", encoding="utf-8")

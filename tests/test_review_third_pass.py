@@ -20,7 +20,7 @@ def _one_line_error(capsys, code):
 
 
 def test_report_table_refuses_statistics_whose_sums_overflow(tmp_path, capsys):
-    from fairseq_syntax.analysis.results import cli_main
+    from fairseq_syntax_analysis.results import cli_main
 
     test = {"sentences": 2, "scores": {"BLEU": 1.0, "chrF2": 1.0}, "signatures": {"BLEU": "s", "chrF2": "s"},
             "statistics": {"BLEU": [[1e308] * 10] * 2, "chrF2": [[1] * 18] * 2}}
@@ -33,7 +33,7 @@ def test_report_table_refuses_statistics_whose_sums_overflow(tmp_path, capsys):
 
 
 def test_report_record_refuses_an_evaluation_whose_statistics_are_not_rows(tmp_path, capsys):
-    from fairseq_syntax.analysis.results import cli_main
+    from fairseq_syntax_analysis.results import cli_main
 
     ev = tmp_path / "ev.json"
     ev.write_text(json.dumps({"systems": [{"name": "s", "scores": {}}], "sentences": 1, "signatures": {},
@@ -67,7 +67,7 @@ def test_settings_decoding_applies_are_checked_where_syntax_json_is_read(key, va
 @pytest.mark.parametrize("codes", [b"#version: 0.2\n\x1b[31mfairseq-syntax-show: error: FAKE\x1b[0m\n",
                                    b"#version: 0.2\n\xff\xfe x\n", None])
 def test_show_text_checks_the_data_bins_bpe_codes_as_interactive_does(multi30k_bin, tmp_path, capsys, codes):
-    from fairseq_syntax.analysis.show import cli_main
+    from fairseq_syntax_analysis.show import cli_main
 
     data = tmp_path / "d"
     shutil.copytree(multi30k_bin, data)
@@ -84,7 +84,7 @@ def test_show_text_checks_the_data_bins_bpe_codes_as_interactive_does(multi30k_b
 
 
 def test_evaluate_refuses_a_sentence_id_too_long_to_be_one(tmp_path, capsys):
-    from fairseq_syntax.analysis.evaluate import cli_main
+    from fairseq_syntax_analysis.evaluate import cli_main
 
     (tmp_path / "ref.txt").write_text("a b c\nd e f\n")
     (tmp_path / "base.txt").write_text("a b c\nd e f\n")
@@ -98,7 +98,7 @@ def test_evaluate_refuses_a_sentence_id_too_long_to_be_one(tmp_path, capsys):
 @pytest.mark.parametrize("text", ["see https://evil.example/login", "www.evil.example", "x@evil.example",
                                   "mailto:x"])
 def test_markdown_text_that_an_autolinker_would_link_is_a_code_span(text):
-    from fairseq_syntax.analysis.rendering import md_text
+    from fairseq_syntax_analysis.rendering import md_text
 
     assert md_text(text) == f"`{text}`"
     assert md_text("early stopping: patience 5") == "early stopping: patience 5"
@@ -113,7 +113,7 @@ def test_a_shard_record_with_huge_file_names_is_refused_in_a_short_line():
 
 
 def test_report_prints_names_from_the_command_line_escaped(tmp_path, capsys):
-    from fairseq_syntax.analysis.results import cli_main
+    from fairseq_syntax_analysis.results import cli_main
 
     point = tmp_path / "n.json"
     point.write_text("{}")

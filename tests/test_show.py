@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fairseq_syntax.analysis.show import cli_main, displacy_parse, render
+from fairseq_syntax_analysis.show import cli_main, displacy_parse, render
 from .conftest import parsed_bin
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fairseq_syntax.analysis.train_log import valid_metrics
+from fairseq_syntax_analysis.train_log import valid_metrics
 from fairseq_syntax_core.errors import InputError
 
 SIMPLE = """2026-11-26 08:47:27 | INFO | train | epoch 005 | loss 4.9 | nll_loss 3.5 | num_updates 650
@@ -82,7 +82,7 @@ def test_another_subset_is_read_when_asked_and_named_when_not(tmp_path):
 def test_record_refuses_an_evaluation_with_fields_of_the_wrong_kind(tmp_path, broken):
     import json
 
-    from fairseq_syntax.analysis import results as rs
+    from fairseq_syntax_analysis import results as rs
 
     ev = {"sentences": 1, "systems": [{"name": "m", "scores": {"BLEU": 1.0}}], "signatures": {},
           "statistics": {"m": {}}, **broken}

@@ -13,7 +13,7 @@ from fairseq_syntax.data.syntax_features import collate_nodes
 from fairseq_syntax.models.tree2seq.encoder import Tree2SeqEncoder
 from fairseq_syntax.models.tree2seq.model import Tree2SeqModel
 from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM
-from fairseq_syntax_core import trees
+from fairseq_syntax_core import phrase_trees
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.phrase import from_dependency
 
@@ -39,7 +39,7 @@ def test_phrase_heights_of_hand_built_trees():
     # ((a b) (c (d e))) and ((a b) (c d)) and a line without a tree
     phrase = torch.tensor([[[0, 1], [3, 4], [2, 6], [5, 7]], [[0, 1], [2, 3], [4, 5], [0, 0]], [[0, 0]] * 4])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [0, 0, 0, 0]]).bool()
-    assert trees.phrase_heights(phrase, mask, torch.tensor([5, 4, 3])).tolist() == [[1, 1, 2, 3], [1, 1, 2, 0], [0] * 4]
+    assert phrase_trees.phrase_heights(phrase, mask, torch.tensor([5, 4, 3])).tolist() == [[1, 1, 2, 3], [1, 1, 2, 0], [0] * 4]
 
 
 def test_level_by_level_tree_lstm_equals_the_recursive_computation():

@@ -102,9 +102,8 @@ target rows alone.
 import logging
 import math
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -115,9 +114,10 @@ from fairseq.data import data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 from omegaconf import II
-from torch import Tensor, nn
+from torch import Tensor
 
-from fairseq_syntax_core.errors import UsageError
+
+from .output_adapters import BlackOutError, OutputAdapter, output_adapter  # noqa: F401  (public here too)
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +128,6 @@ __all__ = [
 
 #: ``log p~(j)`` is clamped here, i.e. ``p~(j) <= 1 - 1e-6``, inside ``log(1 - p~(j))`` (Ji et al. add 1e-7 in the log)
 MAX_LOG_P_NEGATIVE = math.log1p(-1e-6)
-
-
-class BlackOutError(UsageError, ValueError):
-    """A BlackOut option, model or data-bin that cannot work: one line naming the flag or file."""
 
 
 @dataclass
@@ -267,80 +263,6 @@ def proposal_log_probs(counts, beta: float) -> Tensor:
     scores = beta * counts[seen].log()
     log_q[seen] = scores - torch.logsumexp(scores, 0)
     return log_q
-
-
-# --------------------------------------------------------------------------- model adapters
-class OutputAdapter:
-    """Where one decoder keeps its output layer, and how to get the features it projects.
-
-    ``family``: ``"transformer"`` or ``"lstm"``; ``weight`` ``(V, d)`` and ``bias`` ``(V,)``/None are
-    the output layer's parameters (the same tensors, so gradients land on them); ``tied``: the
-    weight is also the decoder's input embedding (see the module docstring).
-    """
-
-    def __init__(self, decoder: nn.Module, family: str, weight: Tensor, bias: Optional[Tensor], tied: bool) -> None:
-        self.decoder, self.family, self.weight, self.bias, self.tied = decoder, family, weight, bias, tied
-
-    @contextmanager
-    def features(self) -> Iterator[Dict[str, bool]]:
-        """While active, the decoder's ``output_layer`` returns its input: the model's forward
-        yields ``(features, extra)`` instead of logits. Yields a dict whose ``"used"`` tells
-        whether the forward went through ``output_layer`` at all."""
-        state = {"used": False}
-        had_own = "output_layer" in vars(self.decoder)
-        own = vars(self.decoder).get("output_layer")
-
-        def output_layer(features, *args, **kwargs):
-            state["used"] = True
-            return features
-
-        self.decoder.output_layer = output_layer
-        try:
-            yield state
-        finally:
-            if had_own:
-                self.decoder.output_layer = own
-            else:
-                del self.decoder.output_layer
-
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """The fairseq model inside data-parallel wrappers (``.module``), to find its decoder."""
-    while not hasattr(model, "decoder") and isinstance(getattr(model, "module", None), nn.Module):
-        model = model.module
-    return model
-
-
-def output_adapter(model: nn.Module) -> OutputAdapter:
-    """The adapter for ``model``'s decoder (rules in the module docstring), or a :class:`BlackOutError`."""
-    inner = unwrap_model(model)
-    decoder = getattr(inner, "decoder", None)
-    name = type(inner).__name__
-    if decoder is None:
-        raise BlackOutError(f"--criterion blackout: model {name} has no `decoder`; BlackOut needs an encoder-decoder "
-                            "or decoder model with a plain output layer")
-    dname = type(decoder).__name__
-    if getattr(decoder, "adaptive_softmax", None) is not None:
-        raise BlackOutError(f"--criterion blackout: decoder {dname} uses an adaptive softmax "
-                            "(--adaptive-softmax-cutoff); BlackOut replaces a plain softmax: drop one of the two")
-    if not callable(getattr(decoder, "output_layer", None)):
-        raise BlackOutError(f"--criterion blackout: decoder {dname} has no `output_layer(features)` method, "
-                            "which the criterion bypasses to get the features")
-    embed = getattr(getattr(decoder, "embed_tokens", None), "weight", None)
-    projection = getattr(decoder, "output_projection", None)
-    if isinstance(projection, nn.Linear):  # transformer family
-        return OutputAdapter(decoder, "transformer", projection.weight, projection.bias,
-                             tied=embed is not None and projection.weight is embed)
-    fc_out = getattr(decoder, "fc_out", None)
-    if isinstance(fc_out, nn.Linear):  # lstm family, untied
-        return OutputAdapter(decoder, "lstm", fc_out.weight, fc_out.bias, tied=False)
-    if getattr(decoder, "share_input_output_embed", False) and isinstance(embed, Tensor):  # lstm family, tied
-        return OutputAdapter(decoder, "lstm", embed, None, tied=True)
-    raise BlackOutError(
-        f"--criterion blackout: decoder {dname} of model {name} has no output layer BlackOut knows: "
-        "neither `output_projection` (nn.Linear; fairseq's TransformerDecoder family), nor `fc_out` (nn.Linear; "
-        "fairseq's LSTMDecoder family, tree2seq), nor a tied `embed_tokens` with `share_input_output_embed`"
-    )
 
 
 # --------------------------------------------------------------------------- the criterion
@@ -521,3 +443,4 @@ def check_options(samples, beta, vocab_size: int) -> None:
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (0.0 <= beta < float("inf")):
         raise BlackOutError(f"--blackout-beta {beta}: expected a finite number >= 0 (0: uniform, 1: unigram; "
                             "paper: 0.4)")
+

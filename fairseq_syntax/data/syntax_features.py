@@ -34,7 +34,7 @@ exactly like ``src_tokens``):
 ``KEY_mask``  for each constituency key requested: True at the real pieces of a line that has
               a phrase structure (a line kept by ``--phrase-fallback`` has none: all False)
 
-The constituency distances (:func:`fairseq_syntax_core.trees.constituency_distances`, per
+The constituency distances (:func:`fairseq_syntax_core.phrase_trees.constituency_distances`, per
 source piece as the stored tree's leaves) need the batch's ``phrase`` merges
 (:func:`collate_nodes`); ``</s>`` is no leaf of the tree and gets 0 in all three, as does
 every piece of a line without a tree. ``</s>`` (and padding, and lines without a tree) carry
@@ -50,11 +50,11 @@ import torch
 from fairseq.data import data_utils
 from torch import Tensor
 
-from fairseq_syntax_core import trees
+from fairseq_syntax_core import phrase_trees, trees
 
 #: the label of a piece attached to its word's first (or previous) piece (README "Projection onto BPE pieces")
 SUBWORD_LABEL = "<subword>"
-#: constituency distance keys -> their index in :func:`trees.constituency_distances`'s ``(d_S, d_G, d_R)``
+#: constituency distance keys -> their index in :func:`phrase_trees.constituency_distances`'s ``(d_S, d_G, d_R)``
 CONSTITUENCY_FEATURES: Dict[str, int] = {"distance_height": 0, "distance_depth": 1, "distance_relative": 2}
 DEPENDENCY_FEATURES = ("distance", "distance_line", "distance_word", "distance_line_word")
 #: the features that need the ``phrase`` stream (the collater passes its merges)
@@ -208,7 +208,7 @@ def padded_constituency_distances(
     n_leaves = (real.sum(dim=1) - 1).clamp(min=0)  # pieces without </s>
     phrase = phrase.to(real.device).long()
     phrase_mask = phrase_mask.to(real.device)
-    d = torch.stack(trees.constituency_distances(phrase, phrase_mask, n_leaves))  # (3, B, L)
+    d = torch.stack(phrase_trees.constituency_distances(phrase, phrase_mask, n_leaves))  # (3, B, L)
     width = real.size(1)
     leaf = torch.arange(width, device=real.device).unsqueeze(0) - offset  # (B, T): leaf index of each column
     is_piece = (leaf >= 0) & (leaf < n_leaves.unsqueeze(1))

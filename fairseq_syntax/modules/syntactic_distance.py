@@ -16,7 +16,7 @@ derived per batch in :mod:`fairseq_syntax.data.syntax_features`)
     ``constituency-height``: ``d_S`` (eq. 1, Shen et al.), the height of the LCA of ``w_i`` and
     ``w_{i+1}``, ``>= 1``, ``H`` at the last piece; ``constituency-depth``: ``d_G``, the number of
     their common ancestors, ``>= 0``; ``constituency-relative``: ``d_R`` (eq. 3), ``d_G``'s
-    differences, of either sign (:func:`fairseq_syntax_core.trees.constituency_distances` on the
+    differences, of either sign (:func:`fairseq_syntax_core.phrase_trees.constituency_distances` on the
     ``phrase`` stream, per source piece). ``</s>`` and the pieces of a line without a tree get 0.
     Everything below takes the distance tensor as an argument and does not care which kind it is.
 

@@ -17,7 +17,7 @@ forget-gate biases start at 1.0 (sec. 4.2). The same unit, with parameters of it
 the last sequential state and the root phrase state into the decoder's first state (sec. 3.2).
 
 :class:`BinaryTreeLSTM` computes all merges of a batch bottom-up: the merges are ordered by
-their height (:func:`fairseq_syntax_core.trees.phrase_heights`) and each step computes every
+their height (:func:`fairseq_syntax_core.phrase_trees.phrase_heights`) and each step computes every
 merge of one height in every sentence at once, so the number of sequential steps is the
 height of the highest tree, never the number of nodes or sentences.
 """
@@ -27,7 +27,7 @@ from typing import Tuple
 import torch
 from torch import Tensor, nn
 
-from fairseq_syntax_core import trees
+from fairseq_syntax_core import phrase_trees
 
 __all__ = ["BinaryTreeLSTMCell", "BinaryTreeLSTM"]
 
@@ -65,7 +65,7 @@ class BinaryTreeLSTM(nn.Module):
 
         ``leaf_h``/``leaf_c`` ``(B, L, d)``: leaf ``i`` of a row at column ``i`` (right-padded);
         ``phrase (B, N, 2)``, ``phrase_mask (B, N)``, ``n_leaves (B,)`` as
-        :func:`fairseq_syntax_core.trees.phrase_parents` takes them.
+        :func:`fairseq_syntax_core.phrase_trees.phrase_parents` takes them.
         """
         B, L, d = leaf_h.shape
         N = phrase_mask.size(1)
@@ -79,7 +79,7 @@ class BinaryTreeLSTM(nn.Module):
         child_flat = (rows * columns + child_column).view(B * N, 2)
         node_flat = (torch.arange(B, device=phrase.device).view(B, 1) * columns
                      + L + torch.arange(N, device=phrase.device).view(1, N)).view(-1)
-        height = trees.phrase_heights(phrase, phrase_mask, n_leaves).view(-1)
+        height = phrase_trees.phrase_heights(phrase, phrase_mask, n_leaves).view(-1)
         real = phrase_mask.view(-1)
         # merges sorted by height: each level is one contiguous slice (one host sync for the sizes)
         level_of = torch.where(real, height, torch.zeros_like(height))

@@ -2,15 +2,12 @@
 
 import logging
 import os
-from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Set
 
-import torch
 from fairseq import utils
 from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
-from torch import Tensor
+from fairseq.tasks.translation import TranslationTask
 
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
@@ -21,8 +18,7 @@ from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES, derivable_features
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
-from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
-from fairseq_syntax.reference_scoring import check_reference_scoring, is_reference_scorer
+from fairseq_syntax.reference_scoring import check_reference_scoring
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
     LABEL,
@@ -30,122 +26,29 @@ from fairseq_syntax_core.databin import (
     PARSED_LANGS_KEY,
     POS,
     SOURCE,
-    STREAMS,
     TARGET,
     dictionary_path,
     registry,
     stream_prefix,
 )
-from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
+from fairseq_syntax_core.errors import DataBinError, UsageError
 from fairseq_syntax_core.shards import missing_shards
-from fairseq_syntax_preprocess.fileio import BOM, check_bpe_codes, is_visible
+
+from .config import SyntaxTranslationConfig, _is_syntax_model, _missing, _set_arg, check_config  # noqa: F401
+from .data_identity import DataIdentity
+from .raw_text import RawTextInference
 
 logger = logging.getLogger(__name__)
 
 
 
-def _is_syntax_model(cfg) -> bool:
-    """Whether ``cfg`` builds one of our models (fairseq's own get no extra args)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", None)
-    model_class = ARCH_MODEL_REGISTRY.get(arch)
-    # our models declare the side inputs they consume; fairseq's own have no such method
-    return isinstance(model_class, type) and callable(getattr(model_class, "syntax_inputs", None))
 
 
-def _set_arg(cfg, name: str, value) -> None:
-    """``cfg.name = value`` on an argparse Namespace or an omegaconf DictConfig (struct or not)."""
-    try:
-        from omegaconf import DictConfig, open_dict
-
-        if isinstance(cfg, DictConfig):
-            with open_dict(cfg):
-                cfg[name] = value
-            return
-    except ImportError:  # pragma: no cover - fairseq depends on omegaconf
-        pass
-    setattr(cfg, name, value)
-
-
-def _missing(cfg, key: str) -> bool:
-    """Whether omegaconf's ``cfg.key`` is the mandatory value ``???`` that nobody gave."""
-    from omegaconf import DictConfig, OmegaConf
-
-    return isinstance(cfg, DictConfig) and OmegaConf.is_missing(cfg, key)
-
-
-def check_config(cfg) -> None:
-    """Refuse, before any data is read, the options of fairseq's translation task that would change the
-    source tokens without their side-files (a UsageError naming the flag and why)."""
-    if getattr(cfg, "truncate_source", False):
-        raise UsageError(
-            "--truncate-source is not supported by --task syntax_translation: it would cut the source text "
-            "but not its parse (the side-files). Leave it out: fairseq then skips the training sentences longer "
-            "than --max-source-positions (valid and test ones with --skip-invalid-size-inputs-valid-test)"
-        )
-    if (getattr(cfg, "num_batch_buckets", 0) or 0) > 0:
-        raise UsageError(
-            f"--num-batch-buckets {cfg.num_batch_buckets} is not supported by --task syntax_translation: it pads "
-            "the source tokens inside each sentence, and the side-files (the parse) are not padded with them. "
-            "Leave it out"
-        )
-    impl = getattr(cfg, "dataset_impl", None)
-    if impl is not None and str(impl) != "mmap":
-        raise UsageError(
-            f"--dataset-impl {impl} is not supported by --task syntax_translation: fairseq-syntax-preprocess "
-            "stores a data-bin's text and side-files as mmap datasets. Leave it out, or give --dataset-impl mmap"
-        )
-
-
-#: how errors name the symbol streams' dictionaries
 _DICTIONARY_NAMES = {LABEL.name: "label dictionary", POS.name: "POS dictionary"}
 
 
-@dataclass
-class SyntaxTranslationConfig(TranslationConfig):
-    syntax_parser: Optional[str] = field(
-        default=None,
-        metadata={
-            "help": "spaCy pipeline (name or path) for parsing raw source text on the fly "
-            "(fairseq-interactive, hub); default: the one recorded in the data-bin's syntax.json"
-        },
-    )
-    strict_phrase_structure: bool = field(
-        default=False,
-        metadata={
-            "help": "raw text gets phrase structures converted from its dependency parse: refuse (instead of "
-            "warning) when the data-bin's were imported brackets (--constituency-parse)"
-        },
-    )
-    length_prior: bool = field(
-        default=False,
-        metadata={
-            "help": "decode with paper 004's length prior (section 4.3): a finished hypothesis scores "
-            "S(y) + W * log p(len(y) | len(x)), p counted on the data-bin's train split in BPE pieces without </s> "
-            "(length_prior.SRC-TGT.json, add-one smoothed), lengths capped at max(100, longest train target); "
-            "S(y) = log p(y|x) with --unnormalized (the paper's search), else fairseq's score / len ** lenpen"
-        },
-    )
-    length_prior_weight: float = field(
-        default=1.0, metadata={"help": "W of --length-prior (the paper: 1; 0: fairseq's beam search)"}
-    )
-    allow_other_data_bin: bool = field(
-        default=False,
-        metadata={
-            "help": "go on, with a warning, when a checkpoint is loaded onto a data-bin whose dictionaries (text, "
-            "labels, POS) or BPE codes differ from those it was trained with (its ids would mean other words). "
-            "Without it fairseq-generate, -interactive, -validate and the hub refuse, naming the files and their "
-            "SHA-256; so does fairseq-train when it restores weights (checkpoint_last.pt, --restore-file, "
-            "--finetune-from-model): fine-tuning on a data-bin made with other dictionaries needs this flag, "
-            "and the new checkpoints record that data-bin. A data-bin made with --dictdir from the training one "
-            "has the same files and needs no flag; other parser versions are only warnings"
-        },
-    )
-
-
 @register_task("syntax_translation", dataclass=SyntaxTranslationConfig)
-class SyntaxTranslationTask(TranslationTask):
+class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
     """Translation whose batches carry the source dependency tree, as the model asks.
 
     The data directory is made by ``fairseq-syntax-preprocess``: fairseq's own binarized
@@ -399,80 +302,6 @@ class SyntaxTranslationTask(TranslationTask):
         self.request_inputs(model, require_target=not from_checkpoint)
         return model
 
-    def data_provenance(self):
-        """Dictionaries' and BPE codes' hashes, parser, its version and projection rule of this data-bin
-        (:mod:`..data.provenance`; the first data path: every other shares its dictionaries)."""
-        if self._data_provenance is None:
-            self._data_provenance = provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
-        return self._data_provenance
-
-    def state_dict(self):
-        """fairseq's task state, plus this data-bin's provenance: checkpoints of every model record it
-        (fairseq's own models take no extra args)."""
-        state = dict(super().state_dict())
-        state[provenance.ARG] = provenance.encode(self.data_provenance())
-        return state
-
-    def load_state_dict(self, state_dict):
-        """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
-        state_dict = dict(state_dict)
-        self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
-        super().load_state_dict(state_dict)
-
-    def _check_data_bin(self, trained, what: str) -> None:
-        """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries or BPE codes
-        differ from this one's, naming them; warn once when the checkpoint records no hashes to compare."""
-        data_path = utils.split_paths(self.cfg.data)[0]
-        missing = provenance.unchecked(trained)
-        if missing is not None and missing not in self._provenance_warned:
-            self._provenance_warned.add(missing)
-            logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
-                           f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
-        differing = provenance.differing_files(trained or {}, self.data_provenance())
-        if not differing:
-            return
-        message = (f"{', '.join(differing)} {'differs' if len(differing) == 1 else 'differ'} from the data-bin "
-                   f"{what} was trained on: the model's ids would stand for other words or pieces")
-        self._refuse_unless_allowed(DataBinError(
-            data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
-                             "or give --allow-other-data-bin to go on"), message)
-
-    def _refuse_unless_allowed(self, error: InputError, message: str) -> None:
-        """Raise ``error``; with ``--allow-other-data-bin``, warn with ``message`` instead."""
-        if not getattr(self.cfg, "allow_other_data_bin", False):
-            raise error
-        logger.warning(f"{error.path}: {message}; going on (--allow-other-data-bin)")
-
-    def build_bpe(self, args):
-        """fairseq's, after :meth:`check_applied_bpe` (fairseq-interactive and -generate call it)."""
-        self.check_applied_bpe(args)
-        return super().build_bpe(args)
-
-    def check_applied_bpe(self, bpe_cfg) -> None:
-        """The subword-nmt codes file of ``bpe_cfg`` (``--bpe-codes``; the hub's ``bpe_codes=``): checked
-        as codes before subword-nmt reads it, and compared with the codes each loaded model was trained
-        with when it segments raw text (refused, naming the file and both hashes; ``--allow-other-data-bin``:
-        a warning). With a split of the data-bin loaded (fairseq-generate) the codes only take the separator
-        off the output: they are not compared."""
-        name = getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
-        if name != "subword_nmt" or _missing(bpe_cfg, "bpe_codes"):  # fairseq names a missing --bpe-codes
-            return
-        path = getattr(bpe_cfg, "bpe_codes", None)
-        if not isinstance(path, str) or not path or "://" in path:  # None: fairseq's error; a URL: fetched
-            return
-        check_bpe_codes(path, "--bpe-codes: the bpe.codes of the data-bin the model was trained on")
-        if self.datasets:
-            return
-        for trained in self.loaded_provenances:
-            difference = provenance.applied_codes_difference(trained, path)
-            if difference is not None:
-                message = (f"these BPE codes ({difference}) are not those the model was trained with: it would "
-                           "get other pieces than it learned")
-                self._refuse_unless_allowed(InputError(
-                    path, None, f"{message}; apply the codes of the data-bin it was trained on (--bpe-codes), "
-                                "or give --allow-other-data-bin to go on"), message)
-                return
-
     def request_inputs(self, model, require_target: bool = False) -> None:
         """Record the syntax features a model consumes (the union over an ensemble).
 
@@ -582,130 +411,3 @@ class SyntaxTranslationTask(TranslationTask):
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
         )
-
-    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
-        """fairseq's, keeping each line's encoded text so that its parse comes from the text.
-
-        ``fairseq-interactive`` calls this once per buffer of input lines and then decodes
-        every batch of that buffer: the texts kept are this buffer's, by position (sample id).
-        """
-        tokens, texts = [], []
-        for line in lines:
-            line = line.lstrip(BOM)
-            if not is_visible(line):
-                line = ""  # only spaces, control or zero-width characters: an empty line
-            text = encode_fn(line)
-            tokens.append(self.source_dictionary.encode_line(text, add_if_not_exist=False).long())
-            texts.append(text)
-        self.remember_source_texts(tokens, texts)
-        return tokens, [t.numel() for t in tokens]
-
-    def remember_source_texts(self, tokens: Sequence[Tensor], texts: Sequence[Optional[str]]) -> None:
-        """Keep the encoded texts of the sources whose sample ids are their positions in ``tokens``.
-
-        What :meth:`inference_step` parses for the row of sample id ``i`` (``fairseq-interactive``'s
-        buffer, the list given to the hub's ``generate``); replaces what was kept.
-        """
-        self.source_texts.record(tokens, texts)
-        self._inference_ids = None
-
-    def set_inference_ids(self, ids: Tensor) -> None:
-        """The sample ids of the rows of the next :meth:`inference_step`'s batch, whose sample lacks them.
-
-        ``fairseq-interactive`` keeps them in its ``Batch.ids``: a wrapper of its ``make_batches``
-        (:mod:`fairseq_syntax.compat`) hands them here. Used once.
-        """
-        self._inference_ids = ids
-
-    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        for model in models:
-            self.request_inputs(model)
-        if TARGET_NET_INPUT_KEY in sample["net_input"] and not is_reference_scorer(generator):
-            # gold target syntax (collated for validation losses) is not an input at generation: the
-            # model predicts it; the encoder would receive it as an unexpected keyword. Scoring a
-            # reference (--score-reference) is teacher-forced: it reads the gold ones (..reference_scoring)
-            sample = dict(sample)
-            sample["net_input"] = {k: v for k, v in sample["net_input"].items() if k != TARGET_NET_INPUT_KEY}
-        handed, self._inference_ids = getattr(self, "_inference_ids", None), None
-        if self.syntax_requested and "src_syntax" not in sample["net_input"]:
-            src_tokens = sample["net_input"]["src_tokens"]
-            ids = sample.get("id")
-            ids = handed if ids is None else ids  # the hub's batches carry them; fairseq-interactive's hands them
-            ids = ids.tolist() if torch.is_tensor(ids) else ids
-            texts = self.source_texts.texts_for(
-                src_tokens, self.source_dictionary.pad(),
-                ids if ids is not None and len(ids) == src_tokens.size(0) else None,
-            )
-            sample["net_input"]["src_syntax"] = self.online_parser().features_for(
-                src_tokens, self.syntax_requested, texts
-            )
-        translations = super().inference_step(
-            generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints
-        )
-        return self._empty_for_empty_sources(sample["net_input"]["src_tokens"], translations)
-
-    def _empty_for_empty_sources(self, src_tokens, translations):
-        """An empty source line (``</s>`` only: an empty line in fairseq-interactive) translates to ``""``.
-
-        The model would otherwise invent a sentence for it. The hypothesis keeps fairseq's
-        fields (tokens ``[</s>]``, score 0), so every printer and scorer handles it.
-        """
-        pad, eos = self.source_dictionary.pad(), self.target_dictionary.eos()
-        empty = (src_tokens.ne(pad).sum(dim=1) <= 1).tolist()
-        if not any(empty):
-            return translations
-        for row, is_empty in enumerate(empty):
-            if is_empty and translations[row]:
-                first = dict(translations[row][0])
-                first["tokens"] = first["tokens"].new_tensor([eos])
-                first["score"] = first["score"] * 0 if torch.is_tensor(first["score"]) else 0.0
-                first["positional_scores"] = first["positional_scores"].new_zeros(1)
-                if torch.is_tensor(first.get("alignment")) and first["alignment"].numel():
-                    first["alignment"] = first["alignment"].new_zeros((0, 2))
-                if torch.is_tensor(first.get("attention")) and first["attention"].dim() == 2:
-                    first["attention"] = first["attention"][:, :1]  # (source, target): the </s> column
-                translations[row] = [first]
-        return translations
-
-    def online_parser(self):
-        """The parser and projection recorded in the data-bin, for raw-text batches."""
-        if self._online_parser is None:
-            from fairseq_syntax.data.online_parser import OnlineParser
-
-            self._online_parser = OnlineParser(
-                self.metadata, self.src_dict, self.label_dict, self.pos_dict,
-                parser=self.cfg.syntax_parser, left_pad=self.cfg.left_pad_source,
-                strict_phrase_structure=getattr(self.cfg, "strict_phrase_structure", False),
-                trained_phrase_structure=(self.model_provenance or {}).get("phrase_structure"),
-            )
-            self._check_provenance(self._online_parser)
-        return self._online_parser
-
-    def _check_provenance(self, parser) -> None:
-        """Warn when raw text is parsed otherwise than the model's training data was, naming both."""
-        trained = getattr(self, "model_provenance", None)
-        if not trained:
-            return
-        now = dict(self.data_provenance())
-        meta = getattr(parser.nlp, "meta", {}) or {}
-        override = self.cfg.syntax_parser
-        now["parser"] = override or now["parser"]
-        now["parser_version"] = meta.get("version", now["parser_version"])
-        import spacy
-
-        now["spacy_version"] = spacy.__version__
-        # raw text always gets converted phrase structures: the online parser says so to models that use them
-        now["phrase_structure"] = None
-        now["bpe_codes_sha256"] = None  # compared with the dictionaries when the checkpoint was loaded
-        notes = provenance.differences(trained, now)
-        if override and trained.get("parser") not in (None, override):
-            logger.info(f"--syntax-parser {override} parses raw text on purpose; the model was trained "
-                        f"on parses of {trained['parser']}")
-            notes = [n for n in notes if not n.startswith(("parser:", "parser_version:"))]
-        if notes:
-            logger.warning(
-                "raw text is parsed and segmented differently from the model's training data ("
-                + "; ".join(notes) + f"; data-bin {self.cfg.data}): the model sees parses it was not trained on. "
-                "Decode with the data-bin the model was trained on, install the parser version it used, "
-                "or choose a parser on purpose with --syntax-parser"
-            )

@@ -24,26 +24,20 @@ import math
 import os
 import re
 import shlex
-import statistics
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
-from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
-from .rendering import legend, md_code, md_row, md_text, plot_text
+from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command
+from .result_format import FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows  # noqa: F401
+from .table import compare_seeds, make_table  # noqa: F401
 from .train_log import valid_metrics
-from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, corpus_score, make_metric, paired_bootstrap, statistics_width
-
-PROG = "fairseq-syntax-report"
-FORMAT = "fairseq-syntax-result/1"
-#: any version of our result format (a newer one is named, not silently skipped)
-FORMAT_FAMILY = "fairseq-syntax-result/"
-METRIC_KEYS = ("BLEU", "chrF2")
 
 
 # ------------------------------------------------------------------------------ record
@@ -161,278 +155,10 @@ def read_evaluation(path: str) -> Dict:
     stats = stats.get(name) if isinstance(stats, dict) and isinstance(name, str) else None
     if not isinstance(stats, dict) or not all(stats.get(m) is not None for m in METRIC_KEYS):
         raise InputError(path, None, "lacks per-sentence statistics: run fairseq-syntax-evaluate with --statistics")
-    if not all(_statistics_rows(stats[m], m) and len(stats[m]) == ev["sentences"] for m in METRIC_KEYS):
+    if not all(statistics_rows(stats[m], m) and len(stats[m]) == ev["sentences"] for m in METRIC_KEYS):
         raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON: its per-sentence statistics are not "
                          f"one row of counts per sentence for {' and '.join(METRIC_KEYS)} (edited?)")
     return ev
-
-
-# ------------------------------------------------------------------------------- table
-def _json_files(folder: str) -> List[str]:
-    """``*.json`` under ``folder``, symbolic links to folders not followed."""
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs.sort()
-        found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".json")]
-    return found
-
-
-def _number(value) -> bool:
-    """A finite int or float (JSON's true/false are not numbers here)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-#: the largest count a sentence's statistics can hold: evaluate refuses lines over 100,000 characters, so
-#: no n-gram or character count comes near it, and sums over any test set stay exact in a float
-MAX_SENTENCE_COUNT = 10 ** 7
-
-
-def _count(value) -> bool:
-    return _number(value) and 0 <= value <= MAX_SENTENCE_COUNT and float(value).is_integer()
-
-
-def _statistics_rows(rows, metric: str) -> bool:
-    """Per-sentence sufficient statistics of ``metric``: rows of its width of counts (whole numbers in
-    ``[0, MAX_SENTENCE_COUNT]``: sacreBLEU's statistics are n-gram and character counts)."""
-    width = statistics_width(metric)
-    return isinstance(rows, list) and all(
-        isinstance(r, list) and len(r) == width and all(_count(v) for v in r) for r in rows)
-
-
-def _check_result(data: Dict, path: str) -> None:
-    def damaged(what: str):
-        return InputError(path, None, f"is a damaged {FORMAT} result: {what}")
-
-    if not isinstance(data.get("model"), str) or not data["model"]:
-        raise damaged("'model' must be a name")
-    if not isinstance(data.get("seed"), int) or isinstance(data.get("seed"), bool):
-        raise damaged("'seed' must be an integer")
-    if not isinstance(data.get("stopped"), str):
-        raise damaged("'stopped' must say how training ended")
-    if not isinstance(data.get("updates"), int) or isinstance(data.get("updates"), bool):
-        raise damaged("'updates' must be an integer")
-    if not isinstance(data.get("tests"), dict) or not data["tests"]:
-        raise damaged("'tests' must hold at least one test set")
-    for name, test in data["tests"].items():
-        if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
-                or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
-            raise damaged(f"test set {quoted(name)} needs its number of sentences")
-        scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
-        if not isinstance(scores, dict) or not all(_number(scores.get(m)) for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores")
-        if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs the sacreBLEU signature of each score")
-        if not isinstance(stats, dict) or not all(
-                _statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
-                          f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
-        for m in METRIC_KEYS:
-            recomputed = corpus_score(make_metric(m), stats[m])
-            if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
-                raise damaged(f"test set {quoted(name)}: {m} is {scores[m]:g}, its per-sentence statistics give "
-                              f"{recomputed:g} (edited?)")
-
-
-def load_results(folders: Sequence[str]) -> List[Dict]:
-    """Every result JSON under ``folders``: files of another format are skipped, damaged ones and
-    a second result of the same (model, seed) are named."""
-    results, seen, where = [], set(), {}
-    for folder in folders:
-        if not os.path.isdir(folder):
-            raise InputError(folder, None, "is not a folder of results")
-        for path in _json_files(folder):
-            real = os.path.realpath(path)
-            if real in seen:  # the same file reached twice (a folder given twice)
-                continue
-            seen.add(real)
-            data = read_json_file(path, remedy="expected a JSON result")
-            kind = data.get("format") if isinstance(data, dict) else None
-            if isinstance(kind, str) and kind.startswith(FORMAT_FAMILY) and kind != FORMAT:
-                print(f"{PROG}: warning: {one_line(path)}: format {quoted(kind)}, this version reads {FORMAT!r}: skipped "
-                      "(a newer fairseq-syntax wrote it?)", file=sys.stderr)
-            if kind == FORMAT:
-                _check_result(data, path)
-                key = (data["model"], data["seed"])
-                if key in where:
-                    raise InputError(path, None, f"is a second result of {quoted(key[0])} seed {key[1]} "
-                                     f"(the first: {quoted(where[key])}): keep one")
-                where[key] = path
-                data["_path"] = path
-                results.append(data)
-    return results
-
-
-def _mean_std(values: List[float]) -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
-def _settings(signature: str) -> str:
-    """A sacreBLEU signature without its ``version:`` field (the settings that make scores comparable)."""
-    return "|".join(field for field in signature.split("|") if not field.startswith("version:"))
-
-
-def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
-    """Two results of ``test`` must score the same sentences in the same order: sentence count,
-    sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
-    ta, tb = a["tests"][test], b["tests"][test]
-    if ta["sentences"] != tb["sentences"]:
-        raise InputError(a["_path"], None, f"test set {quoted(test)} has {ta['sentences']} sentences, "
-                         f"{tb['sentences']} in {quoted(b['_path'])}: not the same test set")
-    for m in METRIC_KEYS:
-        if _settings(ta["signatures"][m]) != _settings(tb["signatures"][m]):
-            raise InputError(a["_path"], None, f"test set {quoted(test)} was scored with {m} "
-                             f"{quoted(ta['signatures'][m])}, {quoted(b['_path'])} with {quoted(tb['signatures'][m])}: "
-                             "scores of different settings cannot be compared")
-    ref_a = [row[1] for row in ta["statistics"]["BLEU"]]
-    ref_b = [row[1] for row in tb["statistics"]["BLEU"]]
-    differ = next((i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y), None)
-    if differ is not None:
-        raise InputError(a["_path"], None, f"test set {quoted(test)}: sentence {differ} has a reference of "
-                         f"{ref_a[differ]:g} words, {ref_b[differ]:g} in {quoted(b['_path'])}: the sentences are not in the same order "
-                         "(or not the same references), so they cannot be paired")
-
-
-def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
-                  samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> List[Dict]:
-    """Per seed both models have: sacreBLEU's paired bootstrap (BLEU) of ``system`` against ``baseline``."""
-    by_seed = {(r["model"], r["seed"]): r for r in results if test in r["tests"]}
-    rows = []
-    for (model, s), r in sorted(by_seed.items(), key=lambda kv: kv[0][1]):
-        if model != system or (baseline, s) not in by_seed:
-            continue
-        b = by_seed[(baseline, s)]
-        _check_same_sentences(r, b, test)
-        res = paired_bootstrap("BLEU", b["tests"][test]["statistics"]["BLEU"], r["tests"][test]["statistics"]["BLEU"],
-                               samples, seed)
-        rows.append({"seed": s, **res.as_dict()})
-    return rows
-
-
-def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str:
-    """`` (seeds 3, 4 without a baseline run)``: the system's seeds the paired tests leave out."""
-    have = {r["seed"] for r in results if r["model"] == baseline and test in r["tests"]}
-    alone = sorted(r["seed"] for r in results if r["model"] == system and test in r["tests"] and r["seed"] not in have)
-    if not alone:
-        return ""
-    seeds = f"seed{'s' if len(alone) > 1 else ''} {', '.join(map(str, alone))}"
-    return f" ({seeds} without a {md_code(baseline)} run: not tested)"
-
-
-def _verdict(rows: List[Dict], alpha: float) -> str:
-    if not rows:
-        return "-"
-    better = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] > 0)
-    worse = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] < 0)
-    diffs = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows)
-    parts = []
-    if better:
-        parts.append(f"{better}/{len(rows)} seeds significantly better")
-    if worse:
-        parts.append(f"{worse}/{len(rows)} seeds significantly worse")
-    if not parts:
-        parts.append(f"no significant difference in {len(rows)} seed{'s' if len(rows) > 1 else ''}")
-    return f"{'; '.join(parts)}: {diffs}"
-
-
-def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05,
-               command: Optional[str] = None) -> str:
-    """The Markdown table(s), one per test set; ``command`` (the ``table`` command line that made it) closes it,
-    so anyone can rebuild the table from the committed results and compare. Every name and field read from
-    the results is escaped (:mod:`.rendering`): a row stays one row of its cells whatever a name holds."""
-    tests = sorted({t for r in results for t in r["tests"]})
-    out = []
-    for test in tests:
-        here = [r for r in results if test in r["tests"]]
-        for r in here[1:]:
-            _check_same_sentences(r, here[0], test)
-        models = sorted({r["model"] for r in here}, key=lambda m: (m != baseline, m))
-        out.append(f"**{md_text(test)}** ({here[0]['tests'][test]['sentences']} sentences; "
-                   f"BLEU {md_text(here[0]['tests'][test]['signatures']['BLEU'])})\n")
-        out.append(md_row(["model", "seeds", "training", "BLEU", "chrF2",
-                           f"vs {md_code(baseline)} (paired bootstrap, BLEU, per seed)"]))
-        out.append("|---|---|---|---|---|---|")
-        for m in models:
-            runs = sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"])
-            bleu = [r["tests"][test]["scores"]["BLEU"] for r in runs]
-            chrf = [r["tests"][test]["scores"]["chrF2"] for r in runs]
-            stops = sorted({r["stopped"] for r in runs})
-            updates = "/".join(str(r["updates"]) for r in runs)
-            training = f"{', '.join(stops)} ({updates} updates)"
-            verdict = "(baseline)" if m == baseline else \
-                _verdict(compare_seeds(here, m, baseline, test), alpha) + _unpaired(here, m, baseline, test)
-            out.append(md_row([md_code(m), ",".join(str(r["seed"]) for r in runs), md_text(training),
-                               _mean_std(bleu), _mean_std(chrf), verdict]))
-        for system, base in compares:
-            rows = compare_seeds(here, system, base, test)
-            if rows:
-                out.append(f"\n{md_code(system)} against {md_code(base)} (same seeds): {_verdict(rows, alpha)}"
-                           + _unpaired(here, system, base, test))
-        out.append("")
-    out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
-               f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
-               "of the other model; a zero difference counts as p = 1.")
-    if command:
-        out.append(f"\nRebuilt from {len(results)} result file{'s' if len(results) != 1 else ''} by {md_code(command)}.")
-    return "\n".join(out) + "\n"
-
-
-# ------------------------------------------------------------------- parse-noise robustness
-def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
-    """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
-    points: Dict[str, List[Tuple[float, float]]] = {}
-    for spec in specs:
-        key, sep, path = spec.partition("=")
-        model, sep2, p = key.rpartition(":")
-        if not sep or not sep2 or not model:
-            raise UsageError(f"--point {spec!r}: expected MODEL:P=EVAL_JSON")
-        try:
-            prob = float(p)
-        except ValueError:
-            prob = float("nan")
-        if not 0.0 <= prob <= 1.0:
-            raise UsageError(f"--point {spec!r}: {p!r} is not a probability in [0, 1]")
-        if any(q == prob for q, _ in points.get(model, [])):
-            raise UsageError(f"--point {spec!r}: {model} at p = {p} is given twice")
-        ev = read_json_file(path, remedy="expected a fairseq-syntax-evaluate JSON")
-        systems = ev.get("systems") if isinstance(ev, dict) else None
-        if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
-                or not isinstance(systems[0].get("scores"), dict) or "BLEU" not in systems[0]["scores"]:
-            raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (no systems with a BLEU score)")
-        if len(systems) != 1:
-            raise InputError(path, None, f"evaluates {len(systems)} systems; a point needs the evaluation of that "
-                             "model's translations alone (fairseq-syntax-evaluate -b MODEL=FILE)")
-        bleu = systems[0]["scores"]["BLEU"]
-        if not _number(bleu) or not 0 <= bleu <= 100:  # a JSON number: not true, not the string "1e308"
-            raise InputError(path, None, f"has BLEU {quoted(bleu, 40)}: not a score in [0, 100] (damaged?)")
-        points.setdefault(model, []).append((prob, float(bleu)))
-    return {m: sorted(v) for m, v in points.items()}
-
-
-def plot_noise(points: Dict[str, List[Tuple[float, float]]], path: str, title: str = "") -> None:
-    """BLEU against the parse-noise probability p, one line per model, written to ``path`` (PNG)."""
-    atomic_write_all([(path, figure_writer(noise_figure(points, title)))])
-
-
-def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
-    """The figure of BLEU against the parse-noise probability p, one line per model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    lines = [ax.plot([p for p, _ in pts], [b for _, b in pts], "o-")[0] for _model, pts in sorted(points.items())]
-    ax.set_xlabel("p: probability that a word's parse is perturbed (test set)")
-    ax.set_ylabel("BLEU")
-    if title:
-        ax.set_title(plot_text(title), fontsize=9)
-    legend(ax, lines, sorted(points), loc="best", fontsize=8)
-    fig.tight_layout()
-    return fig
 
 
 # --------------------------------------------------------------------------------- CLI

@@ -7,11 +7,11 @@
 For every system: sacreBLEU's BLEU and chrF2 with their signatures, and sacreBLEU's paired
 bootstrap resampling against the baseline (p-value, the system's bootstrap mean and 95%
 confidence interval; a zero observed difference is reported as p = 1, see
-:mod:`fairseq_syntax.analysis.scoring`). With ``--data-bin`` (or ``--source``), BLEU per
-source-length bucket and per source tree-depth bucket (:mod:`fairseq_syntax.analysis.buckets`),
+:mod:`fairseq_syntax_analysis.scoring`). With ``--data-bin`` (or ``--source``), BLEU per
+source-length bucket and per source tree-depth bucket (:mod:`fairseq_syntax_analysis.buckets`),
 printed as tables, written to ``--json`` and drawn to ``--plot`` as the BLEU difference to the
 baseline per bucket (paper 001, Figure 2). Translations are plain text (one per line) or
-``fairseq-generate`` output (:mod:`fairseq_syntax.analysis.hypotheses`). With ``--ribes``, also
+``fairseq-generate`` output (:mod:`fairseq_syntax_analysis.hypotheses`). With ``--ribes``, also
 RIBES (Isozaki et al. 2010; paper 004, section 4.4) per system, x 100: NLTK's, alpha 0.25,
 beta 0.10, on the words BLEU counts (sacreBLEU's 13a tokens), a corpus score without a paired
 test (:mod:`fairseq_syntax.scoring.ribes`).

@@ -90,7 +90,7 @@ def split_trees(task, split: str, indices: Sequence[int], eos: bool) -> List[Tup
     """(name, pieces, heads, labels, tags) of sentences of a split, as the dataset hands them to the model."""
     from fairseq_syntax.data.syntax_features import append_eos
 
-    from fairseq_syntax.analysis.buckets import check_split
+    from fairseq_syntax_analysis.buckets import check_split
 
     check_split(task, split, "--split")
     task.load_dataset(split)

@@ -1,0 +1,93 @@
+"""What ties a model to its data-bin: the provenance a checkpoint records (dictionaries' and BPE codes'
+hashes, parser) and the checks at every load and every raw-text decode (:mod:`..data.provenance`).
+A mixin of :class:`~.syntax_translation.SyntaxTranslationTask`."""
+
+import logging
+
+from fairseq import utils
+
+from fairseq_syntax.data import provenance
+from fairseq_syntax_core.errors import DataBinError, InputError
+from fairseq_syntax_preprocess.fileio import check_bpe_codes
+
+from .config import _missing
+
+logger = logging.getLogger("fairseq_syntax.tasks.syntax_translation")
+
+
+class DataIdentity:
+    """Provenance in the task's state, and refusals of another data-bin's dictionaries or BPE codes."""
+
+    def data_provenance(self):
+        """Dictionaries' and BPE codes' hashes, parser, its version and projection rule of this data-bin
+        (:mod:`..data.provenance`; the first data path: every other shares its dictionaries)."""
+        if self._data_provenance is None:
+            self._data_provenance = provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
+        return self._data_provenance
+
+    def state_dict(self):
+        """fairseq's task state, plus this data-bin's provenance: checkpoints of every model record it
+        (fairseq's own models take no extra args)."""
+        state = dict(super().state_dict())
+        state[provenance.ARG] = provenance.encode(self.data_provenance())
+        return state
+
+    def load_state_dict(self, state_dict):
+        """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
+        state_dict = dict(state_dict)
+        self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
+        super().load_state_dict(state_dict)
+
+    def _check_data_bin(self, trained, what: str) -> None:
+        """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries or BPE codes
+        differ from this one's, naming them; warn once when the checkpoint records no hashes to compare."""
+        data_path = utils.split_paths(self.cfg.data)[0]
+        missing = provenance.unchecked(trained)
+        if missing is not None and missing not in self._provenance_warned:
+            self._provenance_warned.add(missing)
+            logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
+                           f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
+        differing = provenance.differing_files(trained or {}, self.data_provenance())
+        if not differing:
+            return
+        message = (f"{', '.join(differing)} {'differs' if len(differing) == 1 else 'differ'} from the data-bin "
+                   f"{what} was trained on: the model's ids would stand for other words or pieces")
+        self._refuse_unless_allowed(DataBinError(
+            data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
+                             "or give --allow-other-data-bin to go on"), message)
+
+    def _refuse_unless_allowed(self, error: InputError, message: str) -> None:
+        """Raise ``error``; with ``--allow-other-data-bin``, warn with ``message`` instead."""
+        if not getattr(self.cfg, "allow_other_data_bin", False):
+            raise error
+        logger.warning(f"{error.path}: {message}; going on (--allow-other-data-bin)")
+
+    def build_bpe(self, args):
+        """fairseq's, after :meth:`check_applied_bpe` (fairseq-interactive and -generate call it)."""
+        self.check_applied_bpe(args)
+        return super().build_bpe(args)
+
+    def check_applied_bpe(self, bpe_cfg) -> None:
+        """The subword-nmt codes file of ``bpe_cfg`` (``--bpe-codes``; the hub's ``bpe_codes=``): checked
+        as codes before subword-nmt reads it, and compared with the codes each loaded model was trained
+        with when it segments raw text (refused, naming the file and both hashes; ``--allow-other-data-bin``:
+        a warning). With a split of the data-bin loaded (fairseq-generate) the codes only take the separator
+        off the output: they are not compared."""
+        name = getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
+        if name != "subword_nmt" or _missing(bpe_cfg, "bpe_codes"):  # fairseq names a missing --bpe-codes
+            return
+        path = getattr(bpe_cfg, "bpe_codes", None)
+        if not isinstance(path, str) or not path or "://" in path:  # None: fairseq's error; a URL: fetched
+            return
+        check_bpe_codes(path, "--bpe-codes: the bpe.codes of the data-bin the model was trained on")
+        if self.datasets:
+            return
+        for trained in self.loaded_provenances:
+            difference = provenance.applied_codes_difference(trained, path)
+            if difference is not None:
+                message = (f"these BPE codes ({difference}) are not those the model was trained with: it would "
+                           "get other pieces than it learned")
+                self._refuse_unless_allowed(InputError(
+                    path, None, f"{message}; apply the codes of the data-bin it was trained on (--bpe-codes), "
+                                "or give --allow-other-data-bin to go on"), message)
+                return

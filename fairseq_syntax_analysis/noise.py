@@ -1,0 +1,59 @@
+"""``fairseq-syntax-report noise``: BLEU against the share of perturbed parses, one curve per model."""
+
+from typing import Dict, List, Sequence, Tuple
+
+from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.oneline import quoted
+
+from .rendering import legend, plot_text
+from .result_format import is_number
+
+
+def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
+    """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
+    points: Dict[str, List[Tuple[float, float]]] = {}
+    for spec in specs:
+        key, sep, path = spec.partition("=")
+        model, sep2, p = key.rpartition(":")
+        if not sep or not sep2 or not model:
+            raise UsageError(f"--point {spec!r}: expected MODEL:P=EVAL_JSON")
+        try:
+            prob = float(p)
+        except ValueError:
+            prob = float("nan")
+        if not 0.0 <= prob <= 1.0:
+            raise UsageError(f"--point {spec!r}: {p!r} is not a probability in [0, 1]")
+        if any(q == prob for q, _ in points.get(model, [])):
+            raise UsageError(f"--point {spec!r}: {model} at p = {p} is given twice")
+        ev = read_json_file(path, remedy="expected a fairseq-syntax-evaluate JSON")
+        systems = ev.get("systems") if isinstance(ev, dict) else None
+        if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
+                or not isinstance(systems[0].get("scores"), dict) or "BLEU" not in systems[0]["scores"]:
+            raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (no systems with a BLEU score)")
+        if len(systems) != 1:
+            raise InputError(path, None, f"evaluates {len(systems)} systems; a point needs the evaluation of that "
+                             "model's translations alone (fairseq-syntax-evaluate -b MODEL=FILE)")
+        bleu = systems[0]["scores"]["BLEU"]
+        if not is_number(bleu) or not 0 <= bleu <= 100:  # a JSON number: not true, not the string "1e308"
+            raise InputError(path, None, f"has BLEU {quoted(bleu, 40)}: not a score in [0, 100] (damaged?)")
+        points.setdefault(model, []).append((prob, float(bleu)))
+    return {m: sorted(v) for m, v in points.items()}
+
+
+def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):
+    """The figure of BLEU against the parse-noise probability p, one line per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    lines = [ax.plot([p for p, _ in pts], [b for _, b in pts], "o-")[0] for _model, pts in sorted(points.items())]
+    ax.set_xlabel("p: probability that a word's parse is perturbed (test set)")
+    ax.set_ylabel("BLEU")
+    if title:
+        ax.set_title(plot_text(title), fontsize=9)
+    legend(ax, lines, sorted(points), loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig

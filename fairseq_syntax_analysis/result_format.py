@@ -1,0 +1,117 @@
+"""The result format of ``fairseq-syntax-report`` (one JSON per model and seed): its checks and loading.
+
+A result holds, per test set, the scores, sacreBLEU signatures and per-sentence sufficient
+statistics (counts), so that tables and paired tests are recomputed from the files alone; a file
+whose scores its statistics do not give is refused as damaged.
+"""
+
+import math
+import os
+import sys
+from typing import Dict, List, Sequence
+
+from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.jsonfile import read_json_file
+from fairseq_syntax_core.oneline import one_line, quoted
+
+from .scoring import corpus_score, make_metric, statistics_width
+
+PROG = "fairseq-syntax-report"
+FORMAT = "fairseq-syntax-result/1"
+#: any version of our result format (a newer one is named, not silently skipped)
+FORMAT_FAMILY = "fairseq-syntax-result/"
+METRIC_KEYS = ("BLEU", "chrF2")
+
+
+def _json_files(folder: str) -> List[str]:
+    """``*.json`` under ``folder``, symbolic links to folders not followed."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs.sort()
+        found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".json")]
+    return found
+
+
+def is_number(value) -> bool:
+    """A finite int or float (JSON's true/false are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: the largest count a sentence's statistics can hold: evaluate refuses lines over 100,000 characters, so
+#: no n-gram or character count comes near it, and sums over any test set stay exact in a float
+MAX_SENTENCE_COUNT = 10 ** 7
+
+
+def _count(value) -> bool:
+    return is_number(value) and 0 <= value <= MAX_SENTENCE_COUNT and float(value).is_integer()
+
+
+def statistics_rows(rows, metric: str) -> bool:
+    """Per-sentence sufficient statistics of ``metric``: rows of its width of counts (whole numbers in
+    ``[0, MAX_SENTENCE_COUNT]``: sacreBLEU's statistics are n-gram and character counts)."""
+    width = statistics_width(metric)
+    return isinstance(rows, list) and all(
+        isinstance(r, list) and len(r) == width and all(_count(v) for v in r) for r in rows)
+
+
+def _check_result(data: Dict, path: str) -> None:
+    def damaged(what: str):
+        return InputError(path, None, f"is a damaged {FORMAT} result: {what}")
+
+    if not isinstance(data.get("model"), str) or not data["model"]:
+        raise damaged("'model' must be a name")
+    if not isinstance(data.get("seed"), int) or isinstance(data.get("seed"), bool):
+        raise damaged("'seed' must be an integer")
+    if not isinstance(data.get("stopped"), str):
+        raise damaged("'stopped' must say how training ended")
+    if not isinstance(data.get("updates"), int) or isinstance(data.get("updates"), bool):
+        raise damaged("'updates' must be an integer")
+    if not isinstance(data.get("tests"), dict) or not data["tests"]:
+        raise damaged("'tests' must hold at least one test set")
+    for name, test in data["tests"].items():
+        if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
+                or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
+            raise damaged(f"test set {quoted(name)} needs its number of sentences")
+        scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
+        if not isinstance(scores, dict) or not all(is_number(scores.get(m)) for m in METRIC_KEYS):
+            raise damaged(f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores")
+        if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
+            raise damaged(f"test set {quoted(name)} needs the sacreBLEU signature of each score")
+        if not isinstance(stats, dict) or not all(
+                statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
+            raise damaged(f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
+                          f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
+        for m in METRIC_KEYS:
+            recomputed = corpus_score(make_metric(m), stats[m])
+            if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
+                raise damaged(f"test set {quoted(name)}: {m} is {scores[m]:g}, its per-sentence statistics give "
+                              f"{recomputed:g} (edited?)")
+
+
+def load_results(folders: Sequence[str]) -> List[Dict]:
+    """Every result JSON under ``folders``: files of another format are skipped, damaged ones and
+    a second result of the same (model, seed) are named."""
+    results, seen, where = [], set(), {}
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise InputError(folder, None, "is not a folder of results")
+        for path in _json_files(folder):
+            real = os.path.realpath(path)
+            if real in seen:  # the same file reached twice (a folder given twice)
+                continue
+            seen.add(real)
+            data = read_json_file(path, remedy="expected a JSON result")
+            kind = data.get("format") if isinstance(data, dict) else None
+            if isinstance(kind, str) and kind.startswith(FORMAT_FAMILY) and kind != FORMAT:
+                print(f"{PROG}: warning: {one_line(path)}: format {quoted(kind)}, this version reads {FORMAT!r}: skipped "
+                      "(a newer fairseq-syntax wrote it?)", file=sys.stderr)
+            if kind == FORMAT:
+                _check_result(data, path)
+                key = (data["model"], data["seed"])
+                if key in where:
+                    raise InputError(path, None, f"is a second result of {quoted(key[0])} seed {key[1]} "
+                                     f"(the first: {quoted(where[key])}): keep one")
+                where[key] = path
+                data["_path"] = path
+                results.append(data)
+    return results

@@ -1,0 +1,130 @@
+"""``fairseq-syntax-report table``: mean and deviation over seeds, and per seed the paired bootstrap
+against the same seed of the baseline (sacreBLEU's, recomputed from the stored statistics)."""
+
+import statistics
+from typing import Dict, List, Optional, Tuple
+
+from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.oneline import quoted
+
+from .rendering import md_code, md_row, md_text
+from .result_format import METRIC_KEYS
+from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, paired_bootstrap
+
+
+def _mean_std(values: List[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _settings(signature: str) -> str:
+    """A sacreBLEU signature without its ``version:`` field (the settings that make scores comparable)."""
+    return "|".join(field for field in signature.split("|") if not field.startswith("version:"))
+
+
+def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
+    """Two results of ``test`` must score the same sentences in the same order: sentence count,
+    sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
+    ta, tb = a["tests"][test], b["tests"][test]
+    if ta["sentences"] != tb["sentences"]:
+        raise InputError(a["_path"], None, f"test set {quoted(test)} has {ta['sentences']} sentences, "
+                         f"{tb['sentences']} in {quoted(b['_path'])}: not the same test set")
+    for m in METRIC_KEYS:
+        if _settings(ta["signatures"][m]) != _settings(tb["signatures"][m]):
+            raise InputError(a["_path"], None, f"test set {quoted(test)} was scored with {m} "
+                             f"{quoted(ta['signatures'][m])}, {quoted(b['_path'])} with {quoted(tb['signatures'][m])}: "
+                             "scores of different settings cannot be compared")
+    ref_a = [row[1] for row in ta["statistics"]["BLEU"]]
+    ref_b = [row[1] for row in tb["statistics"]["BLEU"]]
+    differ = next((i for i, (x, y) in enumerate(zip(ref_a, ref_b)) if x != y), None)
+    if differ is not None:
+        raise InputError(a["_path"], None, f"test set {quoted(test)}: sentence {differ} has a reference of "
+                         f"{ref_a[differ]:g} words, {ref_b[differ]:g} in {quoted(b['_path'])}: the sentences are not in the same order "
+                         "(or not the same references), so they cannot be paired")
+
+
+def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
+                  samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> List[Dict]:
+    """Per seed both models have: sacreBLEU's paired bootstrap (BLEU) of ``system`` against ``baseline``."""
+    by_seed = {(r["model"], r["seed"]): r for r in results if test in r["tests"]}
+    rows = []
+    for (model, s), r in sorted(by_seed.items(), key=lambda kv: kv[0][1]):
+        if model != system or (baseline, s) not in by_seed:
+            continue
+        b = by_seed[(baseline, s)]
+        _check_same_sentences(r, b, test)
+        res = paired_bootstrap("BLEU", b["tests"][test]["statistics"]["BLEU"], r["tests"][test]["statistics"]["BLEU"],
+                               samples, seed)
+        rows.append({"seed": s, **res.as_dict()})
+    return rows
+
+
+def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str:
+    """`` (seeds 3, 4 without a baseline run)``: the system's seeds the paired tests leave out."""
+    have = {r["seed"] for r in results if r["model"] == baseline and test in r["tests"]}
+    alone = sorted(r["seed"] for r in results if r["model"] == system and test in r["tests"] and r["seed"] not in have)
+    if not alone:
+        return ""
+    seeds = f"seed{'s' if len(alone) > 1 else ''} {', '.join(map(str, alone))}"
+    return f" ({seeds} without a {md_code(baseline)} run: not tested)"
+
+
+def _verdict(rows: List[Dict], alpha: float) -> str:
+    if not rows:
+        return "-"
+    better = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] > 0)
+    worse = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] < 0)
+    diffs = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows)
+    parts = []
+    if better:
+        parts.append(f"{better}/{len(rows)} seeds significantly better")
+    if worse:
+        parts.append(f"{worse}/{len(rows)} seeds significantly worse")
+    if not parts:
+        parts.append(f"no significant difference in {len(rows)} seed{'s' if len(rows) > 1 else ''}")
+    return f"{'; '.join(parts)}: {diffs}"
+
+
+def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str]], alpha: float = 0.05,
+               command: Optional[str] = None) -> str:
+    """The Markdown table(s), one per test set; ``command`` (the ``table`` command line that made it) closes it,
+    so anyone can rebuild the table from the committed results and compare. Every name and field read from
+    the results is escaped (:mod:`.rendering`): a row stays one row of its cells whatever a name holds."""
+    tests = sorted({t for r in results for t in r["tests"]})
+    out = []
+    for test in tests:
+        here = [r for r in results if test in r["tests"]]
+        for r in here[1:]:
+            _check_same_sentences(r, here[0], test)
+        models = sorted({r["model"] for r in here}, key=lambda m: (m != baseline, m))
+        out.append(f"**{md_text(test)}** ({here[0]['tests'][test]['sentences']} sentences; "
+                   f"BLEU {md_text(here[0]['tests'][test]['signatures']['BLEU'])})\n")
+        out.append(md_row(["model", "seeds", "training", "BLEU", "chrF2",
+                           f"vs {md_code(baseline)} (paired bootstrap, BLEU, per seed)"]))
+        out.append("|---|---|---|---|---|---|")
+        for m in models:
+            runs = sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"])
+            bleu = [r["tests"][test]["scores"]["BLEU"] for r in runs]
+            chrf = [r["tests"][test]["scores"]["chrF2"] for r in runs]
+            stops = sorted({r["stopped"] for r in runs})
+            updates = "/".join(str(r["updates"]) for r in runs)
+            training = f"{', '.join(stops)} ({updates} updates)"
+            verdict = "(baseline)" if m == baseline else \
+                _verdict(compare_seeds(here, m, baseline, test), alpha) + _unpaired(here, m, baseline, test)
+            out.append(md_row([md_code(m), ",".join(str(r["seed"]) for r in runs), md_text(training),
+                               _mean_std(bleu), _mean_std(chrf), verdict]))
+        for system, base in compares:
+            rows = compare_seeds(here, system, base, test)
+            if rows:
+                out.append(f"\n{md_code(system)} against {md_code(base)} (same seeds): {_verdict(rows, alpha)}"
+                           + _unpaired(here, system, base, test))
+        out.append("")
+    out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
+               f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
+               "of the other model; a zero difference counts as p = 1.")
+    if command:
+        out.append(f"\nRebuilt from {len(results)} result file{'s' if len(results) != 1 else ''} by {md_code(command)}.")
+    return "\n".join(out) + "\n"
