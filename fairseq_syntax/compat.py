@@ -71,7 +71,7 @@ import sys
 from typing import Iterator, List, Mapping, Optional
 
 from fairseq_syntax_core.checkpoint_loader import (
-    READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint,
+    READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint, size_problem,
 )
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_preprocess.fileio import check_input_file
@@ -97,7 +97,10 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         if unsafe is not None:
             raise CheckpointError(path, None, unsafe)
         if os.path.isfile(path):  # a local file (fairseq also reads URLs): its structure, before fairseq's
-            load_fairseq_checkpoint(path, mmap=True)  # upgrade code indexes it (the weights stay on disk)
+            state = load_fairseq_checkpoint(path, mmap=True)  # upgrade code indexes it (the weights stay on disk)
+            problem = size_problem(state, arg_overrides) if arg_overrides else None
+            if problem is not None:  # --model-overrides: sizes fairseq would build before loading the weights
+                raise CheckpointError(path, None, problem)
         try:
             return original(path, arg_overrides, load_on_all_ranks)
         except READ_ERRORS as error:

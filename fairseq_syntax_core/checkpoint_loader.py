@@ -202,6 +202,8 @@ def _training_state_problem(state: dict) -> Optional[str]:
         updates = history[-1].get("num_updates", 0)
         if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)):
             return f"its optimizer_history's num_updates is {_a(updates)}, not a whole number"
+        if not 0 <= int(updates) <= MAX_UPDATES:
+            return f"its optimizer_history's num_updates {_shown(updates)} is not a count of updates (0 to {MAX_UPDATES})"
     elif not ("best_loss" in state and "optimizer" in state):  # fairseq upgrades its oldest checkpoints' keys
         return "it holds no 'optimizer_history'"
     if "extra_state" not in state and "epoch" not in state:  # the same (the oldest kept the epoch on top)
@@ -235,9 +237,12 @@ def structure_problem(state: Any) -> Optional[str]:
             f"its 'model' is {_a(model)}, not a dict of tensors (the weights)"
     for key, value in model.items():
         if not isinstance(key, str):
-            return f"its 'model' has a key {key!r} that is not a parameter name"
+            return f"its 'model' has a key {_shown(key)} that is not a parameter name"
         if not torch.is_tensor(value):
-            return f"its 'model' entry {key!r} is {_a(value)}, not a tensor"
+            return f"its 'model' entry {_shown(key)} is {_a(value)}, not a tensor"
+        if value.layout != torch.strided or value.is_meta or value.is_quantized:
+            kind = "meta" if value.is_meta else "quantized" if value.is_quantized else str(value.layout).split(".")[-1]
+            return f"its 'model' entry {_shown(key)} is a {kind} tensor, not dense weights"
     return _settings_problem(state) or _training_state_problem(state)
 
 
@@ -255,25 +260,98 @@ def check_fairseq_state(path: str, state: Any) -> Any:
 
 #: model settings that size tensors built before the weights are loaded (positions, distances, widths ...)
 _SIZE_OPTION = re.compile(r"(positions|max_distance|_dim|_layers|_heads|_size|_k|_l)$")
+#: widths, and what a width is multiplied by in one tensor (another width, a number of positions or distances)
+_WIDTH = re.compile(r"_dim$")
+_EXTENT = re.compile(r"(positions|max_distance|_dim)$")
 #: the largest such setting a checkpoint may hold: a forged one would allocate without bound
 MAX_SIZE_OPTION = 1 << 20
+#: the most elements one tensor built from the settings may have (4 GiB of float32)
+MAX_TENSOR_ELEMENTS = 1 << 30
+#: the most updates a checkpoint may say it was trained for
+MAX_UPDATES = 10 ** 12
 
 
-def size_problem(state: dict) -> Optional[str]:
-    """Why the model settings stored in ``state`` (``args``, ``cfg.model``) cannot be built, or None.
+def _shown(value: Any, limit: int = 60) -> str:
+    """``value`` for a message: on one line, shortened (names and numbers read from a file)."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)
+    return text if len(text) <= limit else text[:limit] + "..."
 
-    fairseq builds the model from them before it loads the weights, so a forged size (``--nsd-max-distance
-    1000000000``) would allocate that much memory first."""
+
+def _stored_settings(state: dict) -> List[tuple]:
     cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+    found = []
     for where, settings in (("args", state.get("args")), ("cfg['model']", cfg.get("model"))):
-        items = vars(settings).items() if isinstance(settings, argparse.Namespace) else \
-            settings.items() if isinstance(settings, dict) else ()
-        for key, value in items:
-            if isinstance(key, str) and _SIZE_OPTION.search(key) and isinstance(value, int) \
-                    and not isinstance(value, bool) and not 0 <= value <= MAX_SIZE_OPTION:
-                shown = str(value) if len(str(value)) <= 30 else str(value)[:30] + "..."
-                return (f"its stored {where} setting {key} = {shown} is beyond any model size (0 to {MAX_SIZE_OPTION}), "
-                        "and fairseq would build the model from it before loading the weights: edited?")
+        items = dict(vars(settings)) if isinstance(settings, argparse.Namespace) else \
+            dict(settings) if isinstance(settings, Mapping) else None
+        if items is not None:
+            found.append((where, items))
+    return found
+
+
+def settings_size_problem(settings: Mapping, where: str) -> Optional[str]:
+    """Why model settings (``where``: stored args, cfg, or --model-overrides) would build tensors beyond any
+    model: a size setting out of ``0..MAX_SIZE_OPTION`` or not a whole number, or a width times a width
+    or a length over :data:`MAX_TENSOR_ELEMENTS`. fairseq builds the model before it loads the weights."""
+    sizes = {}
+    for key, value in settings.items():
+        if not (isinstance(key, str) and _SIZE_OPTION.search(key)) or isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            whole = np.isfinite(value) and float(value).is_integer()
+            if not whole or not 0 <= value <= MAX_SIZE_OPTION:
+                return (f"its {where} setting {key} = {_shown(value, 30)} is beyond any model size (a whole number "
+                        f"from 0 to {MAX_SIZE_OPTION}), and fairseq would build the model from it before loading "
+                        "the weights: edited?")
+            sizes[key] = int(value)
+    widths = sorted(((v, k) for k, v in sizes.items() if _WIDTH.search(k)), reverse=True)
+    extents = sorted(((v, k) for k, v in sizes.items() if _EXTENT.search(k)), reverse=True)
+    if widths and extents and widths[0][0] * extents[0][0] > MAX_TENSOR_ELEMENTS:
+        (width, wkey), (extent, ekey) = widths[0], extents[0]
+        both = f"{wkey} = {width} squared" if wkey == ekey else f"{wkey} = {width} and {ekey} = {extent}"
+        return (f"its {where} settings {both} make a tensor of {width * extent} "
+                f"elements (at most {MAX_TENSOR_ELEMENTS}), which fairseq would allocate before loading the weights: "
+                "edited?")
+    return None
+
+
+def size_problem(state: dict, overrides: Optional[Mapping] = None) -> Optional[str]:
+    """Why the model settings stored in ``state`` (``args``, ``cfg.model``), with ``overrides``
+    (``--model-overrides``) applied, cannot be built, or None (:func:`settings_size_problem`)."""
+    for where, settings in _stored_settings(state) or [("args", {})]:
+        if overrides:
+            settings = {**settings, **{k: v for k, v in overrides.items() if isinstance(k, str)}}
+            where = f"{where} (with --model-overrides)"
+        problem = settings_size_problem(settings, f"stored {where}")
+        if problem is not None:
+            return problem
+    return None
+
+
+def state_dict_mismatch(error: BaseException) -> Optional[str]:
+    """The one line for torch's "Error(s) in loading state_dict" anywhere in ``error``'s chain (a checkpoint
+    whose weights are not those of the model its settings build: another architecture or size), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        if isinstance(error, RuntimeError) and text.startswith("Error(s) in loading state_dict"):
+            counts = []
+            for kind, pattern in (("missing", r'Missing key\(s\) in state_dict: (.*)'),
+                                  ("unexpected", r'Unexpected key\(s\) in state_dict: (.*)')):
+                match = re.search(pattern, text)
+                if match:
+                    keys = re.findall(r'"((?:[^"\\]|\\.)*)"', match.group(1))
+                    counts.append(f"{len(keys)} {kind} (e.g. {_shown(keys[0]) if keys else '?'})")
+            shapes = re.findall(r"size mismatch for (\S+?):", text)
+            if shapes:
+                counts.append(f"{len(shapes)} of another shape (e.g. {_shown(shapes[0])})")
+            return ("the checkpoint's weights do not fit the model its settings build"
+                    + (f": {'; '.join(counts)} parameters" if counts else "")
+                    + ". A checkpoint of another architecture or size? Give --arch and sizes as it was trained, "
+                    "or another checkpoint")
+        error = error.__cause__ or error.__context__
     return None
 
 

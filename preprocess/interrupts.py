@@ -33,6 +33,7 @@ import sys
 from typing import Iterator, List, Optional
 
 from fairseq_syntax_core.errors import UserError
+from fairseq_syntax_core.oneline import one_line
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 
@@ -272,6 +273,14 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
             return None
         flag = "--" + key.rsplit(".", 1)[-1].replace("_", "-")
         return f"{flag} is required here: give it a value (fairseq's setting {key} has no default)"
+    text = str(error)
+    if "loading state_dict" in text or "Cannot load model parameters" in text:
+        from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch  # torch: only for this error
+
+        mismatch = state_dict_mismatch(error)
+        if mismatch is not None:  # fairseq-train's restore names the file in its own exception
+            named = re.search(r"from checkpoint (.+?); please ensure", text)
+            return f"{one_line(named.group(1))}: {mismatch}" if named else mismatch
     if not isinstance(error, AssertionError) or not str(error).strip():
         return None
     while traceback is not None and traceback.tb_next is not None:  # the frame that raised

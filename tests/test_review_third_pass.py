@@ -120,3 +120,120 @@ def test_report_prints_names_from_the_command_line_escaped(tmp_path, capsys):
     cli_main(["noise", "--point", f"m\n\x1b[31mFAKE\u202e:0={point}", "--plot", str(tmp_path / "p.png")])
     captured = capsys.readouterr()
     assert "\x1b" not in captured.out + captured.err and "\u202e" not in captured.out + captured.err
+
+
+# ------------------------------------------------------------------ checkpoints and identity (third pass)
+
+RELEASE_0_2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2")
+
+
+@pytest.fixture
+def release(tmp_path):
+    """The 0.2.0 fixture (a data-bin, tiny checkpoints) copied outside the checkout."""
+    shutil.copytree(RELEASE_0_2, tmp_path / "r", ignore=shutil.ignore_patterns("make.sh"))
+    return tmp_path / "r"
+
+
+def _forged(release, edit, name="forged.pt", source="transformer_dep_rel"):
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(str(release / "checkpoints" / f"{source}.pt"))
+    edit(state, state["cfg"]["model"])
+    torch.save(state, release / name)
+    return name
+
+
+def _generate(release, path, *extra):
+    from .conftest import call, tool
+
+    return call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                 "syntax_translation", "--path", path, "--gen-subset", "test", "--beam", "2", "--max-len-b", "5",
+                 "--batch-size", "8", *extra], cwd=str(release), expect_ok=False)
+
+
+def _refused_in_one_line(result, *words):
+    err = result.stderr
+    assert result.returncode != 0 and "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "\x1b" not in err, err[-3000:]
+    assert all(w in errors[0] for w in words), errors[0]
+    return errors[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit, words", [
+    (lambda s, m: (setattr(m, "encoder_embed_dim", 2 ** 20), setattr(m, "decoder_embed_dim", 2 ** 20)),
+     ("encoder_embed_dim", "squared")),
+    (lambda s, m: setattr(m, "max_source_positions", 1e13), ("max_source_positions", "whole number")),
+])
+def test_forged_sizes_are_refused_before_fairseq_builds_the_model(release, edit, words):
+    _refused_in_one_line(_generate(release, _forged(release, edit)), "forged.pt", *words)
+
+
+@pytest.mark.slow
+def test_model_overrides_that_build_beyond_any_model_are_refused(release):
+    result = _generate(release, "checkpoints/transformer_dep_rel.pt", "--model-overrides",
+                       "{'max_source_positions': 10000000000000}")
+    _refused_in_one_line(result, "transformer_dep_rel.pt", "--model-overrides")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit, words", [
+    (lambda s, m: s["model"].__setitem__("../../etc/passwd\x1b[31m", __import__("torch").zeros(1)),
+     ("weights do not fit", "unexpected", "\\x1b")),
+    (lambda s, m: s["model"].pop("decoder.layers.0.fc1.weight"), ("weights do not fit", "1 missing")),
+    (lambda s, m: s["model"].__setitem__("encoder.embed_tokens.weight",
+                                         s["model"]["encoder.embed_tokens.weight"].to_sparse()), ("sparse",)),
+])
+def test_weights_that_do_not_fit_the_model_are_one_line(release, edit, words):
+    _refused_in_one_line(_generate(release, _forged(release, edit)), *words)
+
+
+@pytest.mark.slow
+def test_restoring_a_checkpoint_of_another_architecture_names_it_in_one_line(release):
+    from .conftest import call, tool
+
+    result = call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                   "--arch", "transformer_rel", "--encoder-layers", "1", "--decoder-layers", "1",
+                   "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
+                   "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+                   "--optimizer", "adam", "--lr", "0.01", "--max-update", "2", "--max-tokens", "2000",
+                   "--save-dir", "ck", "--restore-file", str(release / "checkpoints" / "transformer_gps.pt"),
+                   "--no-progress-bar", "--valid-subset", "test"], cwd=str(release), expect_ok=False)
+    _refused_in_one_line(result, "transformer_gps.pt", "weights do not fit")
+
+
+def test_a_checkpoint_saying_it_ran_10_to_the_40_updates_is_refused():
+    from fairseq_syntax_core.checkpoint_loader import structure_problem
+
+    import torch
+
+    state = {"model": {"w": torch.zeros(1)}, "cfg": {"model": {}, "task": {}}, "extra_state": {},
+             "optimizer_history": [{"num_updates": 10 ** 40}]}
+    assert "not a count of updates" in structure_problem(state)
+    state["optimizer_history"] = [{"num_updates": -5}]
+    assert "not a count of updates" in structure_problem(state)
+
+
+@pytest.mark.parametrize("hashes", [{}, {"dict.en.txt": None}, "x"])
+def test_a_provenance_with_an_empty_or_malformed_hash_table_is_reported_unchecked(hashes):
+    from fairseq_syntax.data import provenance
+
+    assert "records no hashes" in provenance.unchecked({"dictionaries_sha256": hashes})
+    full = {"dictionaries_sha256": {"dict.en.txt": "a" * 64, "dict.fr.txt": "b" * 64}}
+    assert provenance.unchecked({"dictionaries_sha256": {"dict.en.txt": "a" * 64}}, full) == \
+        "records no hash of dict.fr.txt"
+    assert provenance.unchecked(full, full) is None
+
+
+@pytest.mark.slow
+def test_interactive_without_bpe_for_a_model_of_bpe_pieces_warns(release):
+    from .conftest import call, tool
+
+    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "checkpoints/transformer_dep_rel.pt", "--source-lang", "en",
+                   "--target-lang", "fr", "--beam", "2", "--max-len-b", "5", "--tokenizer", "moses"],
+                  cwd=str(release), stdin="The bikers are riding quickly .\n")
+    assert "no --bpe is given" in result.stderr

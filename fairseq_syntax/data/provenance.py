@@ -30,6 +30,7 @@ Counts, spacing and line ends (CRLF) change no id and no hash; another symbol or
 import hashlib
 import json
 import os
+import re
 from typing import Dict, List, Optional
 
 from fairseq_syntax_core.databin import CODES_FILE
@@ -179,12 +180,18 @@ def applied_codes_difference(trained: Optional[Dict], codes_path: str) -> Option
     return f"sha256 {_short(recorded)} at training, {_short(applied)} now"
 
 
-def unchecked(trained: Optional[Dict]) -> Optional[str]:
-    """What a checkpoint's provenance lacks to compare its data-bin's files (None: nothing)."""
+def unchecked(trained: Optional[Dict], now: Optional[Dict] = None) -> Optional[str]:
+    """What a checkpoint's provenance lacks to compare its data-bin's files (None: nothing): no record, no
+    dictionary hashes (or an empty or malformed table), or no hash of a text dictionary ``now`` holds."""
     if not trained:
         return "records no hashes of its data-bin's dictionaries and BPE codes"
-    if trained.get(DICTIONARIES) is None:
+    hashes = trained.get(DICTIONARIES)
+    if not isinstance(hashes, dict) or not hashes or not all(
+            isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for v in hashes.values()):
         return "records no hashes of its data-bin's dictionaries"
+    for name in sorted((now or {}).get(DICTIONARIES) or {}):
+        if re.fullmatch(r"dict\.[^.]+\.txt", name) and name not in hashes:  # the text dictionaries
+            return f"records no hash of {_shown(name)}"
     return None
 
 

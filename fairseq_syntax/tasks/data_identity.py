@@ -42,7 +42,7 @@ class DataIdentity:
         """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries or BPE codes
         differ from this one's, naming them; warn once when the checkpoint records no hashes to compare."""
         data_path = utils.split_paths(self.cfg.data)[0]
-        missing = provenance.unchecked(trained)
+        missing = provenance.unchecked(trained, self.data_provenance())
         if missing is not None and missing not in self._provenance_warned:
             self._provenance_warned.add(missing)
             logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
@@ -74,6 +74,9 @@ class DataIdentity:
         a warning). With a split of the data-bin loaded (fairseq-generate) the codes only take the separator
         off the output: they are not compared."""
         name = getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
+        if name is None and not self.datasets:  # raw text left whole: a model of BPE pieces sees <unk>s
+            self._check_unsegmented()
+            return
         if name != "subword_nmt" or _missing(bpe_cfg, "bpe_codes"):  # fairseq names a missing --bpe-codes
             return
         path = getattr(bpe_cfg, "bpe_codes", None)
@@ -90,4 +93,16 @@ class DataIdentity:
                 self._refuse_unless_allowed(InputError(
                     path, None, f"{message}; apply the codes of the data-bin it was trained on (--bpe-codes), "
                                 "or give --allow-other-data-bin to go on"), message)
+                return
+
+    def _check_unsegmented(self) -> None:
+        """Warn once when raw text comes without ``--bpe`` to a model trained on BPE pieces: unless the input
+        is already segmented with the data-bin's codes, the model sees whole words (mostly ``<unk>``)."""
+        for trained in self.loaded_provenances:
+            recorded = (trained or {}).get("bpe_codes_sha256")
+            if recorded not in (None, provenance.NO_BPE):
+                logger.warning(
+                    "the model was trained on BPE pieces and no --bpe is given: unless the input is already "
+                    "segmented with the bpe.codes of the data-bin it was trained on, it reaches the model as whole "
+                    "words (mostly <unk>); give --bpe subword_nmt --bpe-codes DATA-BIN/bpe.codes")
                 return

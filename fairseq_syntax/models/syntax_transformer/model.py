@@ -12,7 +12,9 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from fairseq.tasks import FairseqTask
 
+from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
 
 from .config import ModelOptionError, add_syntax_args
@@ -20,6 +22,9 @@ from .decoder import SyntaxTransformerDecoder
 from .encoder import SyntaxTransformerEncoder, encoder_model_dim, with_encoder_dim
 
 __all__ = ["ModelOptionError", "SyntaxTransformerDecoder", "SyntaxTransformerModel", "record_syntax_vocab"]
+
+#: parameters sized by the data-bin's dictionaries (words, labels, POS): a mismatch there is another data-bin
+_VOCABULARY_PARAMETERS = ("embed_tokens", "output_projection", "input_components.features", "path_encoder.label")
 
 
 @register_model("syntax_transformer")
@@ -82,13 +87,18 @@ class SyntaxTransformerModel(TransformerModel):
         try:
             return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
         except RuntimeError as error:
-            if "size mismatch" not in str(error):
+            mismatch = state_dict_mismatch(error)
+            if mismatch is None:
                 raise
-            first = next((l.strip() for l in str(error).splitlines() if "size mismatch" in l), str(error))
-            raise UsageError(
-                "the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
-                f"other sizes ({first[:200]}). Decode with the data-bin it was trained on"
-            ) from None
+            lines = [line.strip() for line in str(error).splitlines()]
+            vocabulary = [line for line in lines if line.startswith("size mismatch for")
+                          and any(part in line for part in _VOCABULARY_PARAMETERS)]
+            if vocabulary and all(not line.startswith(("Missing", "Unexpected")) for line in lines):
+                raise UsageError(
+                    "the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
+                    f"other sizes ({one_line(vocabulary[0][:200])}). Decode with the data-bin it was trained on"
+                ) from None
+            raise UsageError(mismatch) from None
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
