@@ -22,7 +22,7 @@ from fairseq_syntax_core import trees
 
 __all__ = ["SourceProfile", "profile_from_data_bin", "profile_from_text", "parse_edges", "bucket_of", "bucket_names"]
 
-SUBWORD_LABEL = "<subword>"
+from fairseq_syntax_core.vocabulary import SUBWORD_LABEL  # noqa: E402
 
 
 @dataclass

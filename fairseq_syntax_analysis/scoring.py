@@ -3,9 +3,11 @@
 Everything here works on the statistics sacreBLEU extracts per sentence (BLEU: hypothesis and
 reference length, n-gram matches and totals; chrF: character and word n-gram counts), so a
 score, a bucket's score and a paired test can be recomputed later from a stored result without
-the references (``fairseq-syntax-report``). The paired test is sacreBLEU's own
-(``sacrebleu.significance._paired_bs_test``, the Moses ``bootstrap-hypothesis-difference-
-significance.pl`` procedure), fed the stored statistics instead of re-extracting them.
+the references (``fairseq-syntax-report``). The paired test is sacreBLEU's procedure (the Moses
+``bootstrap-hypothesis-difference-significance.pl``: the same resampled indices from the seed, the
+same test statistic, p-value and 95% interval), written here on the stored statistics, since
+sacreBLEU's public ``PairedTest`` needs the texts and references; ``tests/test_evaluate.py``
+checks that both give the same numbers.
 
 sacreBLEU counts resampled differences strictly larger than the observed one and adds one to
 both counts, so a system identical to its baseline gets ``p = 1 / (n + 1)``, which reads as
@@ -20,7 +22,6 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.metrics.base import Metric
-from sacrebleu.significance import Result, _paired_bs_test
 
 __all__ = [
     "METRICS",
@@ -78,20 +79,16 @@ def signature(metric: Metric, samples: Optional[int] = None, seed: Optional[int]
     return sig.format()
 
 
-class _GivenStatistics:
-    """A sacreBLEU metric whose statistics are handed in instead of extracted from text."""
+class _Result:
+    def __init__(self, score: float, p_value: float, mean: float, ci: float) -> None:
+        self.score, self.p_value, self.mean, self.ci = score, p_value, mean, ci
 
-    def __init__(self, metric: Metric) -> None:
-        self.metric = metric
 
-    def _extract_corpus_statistics(self, stats, references):
-        return stats
-
-    def _aggregate_and_compute(self, stats):
-        return self.metric._aggregate_and_compute(stats)
-
-    def _compute_score_from_stats(self, stats):
-        return self.metric._compute_score_from_stats(stats)
+def _interval(scores: np.ndarray) -> "tuple[float, float]":
+    """The mean of the bootstrap scores and half the width of their central 95% (sacreBLEU's reading)."""
+    ordered = np.sort(scores)
+    lower = len(ordered) // 40
+    return float(ordered.mean()), float(0.5 * (ordered[len(ordered) - lower - 1] - ordered[lower]))
 
 
 @dataclass
@@ -127,7 +124,7 @@ def paired_bootstrap(
 
     Both lists hold one row per sentence of the same test set, in the same order. The resampled
     sentence indices, the p-value and the confidence interval are sacreBLEU's
-    (``_paired_bs_test`` with ``seed``), so the result equals ``sacrebleu -paired-bs`` on the
+    (its procedure, with ``seed``), so the result equals ``sacrebleu -paired-bs`` on the
     texts. A zero observed difference is reported as ``p = 1`` (see the module docstring).
     """
     if len(baseline_stats) != len(system_stats):
@@ -138,14 +135,20 @@ def paired_bootstrap(
     if len(baseline_stats) == 0:
         raise ValueError("a paired test needs at least one sentence")
     metric = make_metric(metric_name)
-    given = _GivenStatistics(metric)
-    bl = np.asarray(baseline_stats, dtype="float64")
-    bl_score = metric._aggregate_and_compute(bl).score
-    _, results = _paired_bs_test(
-        {metric_name: (bl, Result(bl_score))}, "system", np.asarray(system_stats, dtype="float64"),
-        None, {metric_name: given}, n_samples=samples, seed=seed,
-    )
-    res = results[metric_name]
+    bl = np.asarray(baseline_stats, dtype="float32")  # as sacreBLEU resamples them
+    sy = np.asarray(system_stats, dtype="float32")
+    bl_score = corpus_score(metric, baseline_stats)
+    sys_score = corpus_score(metric, system_stats)
+    rows = np.random.default_rng(seed).choice(len(bl), size=(samples, len(bl)), replace=True)
+    score = metric._compute_score_from_stats
+    scores_bl = np.array([score(bl[r].sum(0)).score for r in rows])
+    scores_sys = np.array([score(sy[r].sum(0)).score for r in rows])
+    mean, ci = _interval(scores_sys)
+    # the test statistic: |system - baseline| per resample, centred on its mean, against the observed one
+    differences = np.abs(scores_sys - scores_bl)
+    centred = differences - differences.mean()
+    p_value = (int(np.sum(centred > abs(bl_score - sys_score))) + 1) / (samples + 1)
+    res = _Result(sys_score, p_value, mean, ci)
     difference = float(res.score - bl_score)
     p, note = float(res.p_value), ""
     if difference == 0.0:

@@ -51,7 +51,6 @@ __all__ = [
     "tree_depth",
     "root_index",
     "relative_depth",
-    "parent_position",
     "duan_tree_depth",
     "dependency_distance",
     "ancestor_matrix",
@@ -268,16 +267,6 @@ def relative_depth(depth: Tensor) -> Tensor:
     with :func:`root_index` if they need to.
     """
     return depth.unsqueeze(-2) - depth.unsqueeze(-1)
-
-
-def parent_position(heads: Tensor) -> Tensor:
-    """Paper 003 Table I "parent position": 1-based head position, 0 for a root.
-
-    This is the stored ``heads`` form itself (returned as a LongTensor copy).
-    Paper 003 sec. IV.A: "The parent position of one word will be set to 0 if
-    the parent is root."  Every root of a multi-root line gets 0.
-    """
-    return torch.as_tensor(heads).long().clone()
 
 
 def duan_tree_depth(parents: Tensor) -> Tensor:

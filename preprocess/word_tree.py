@@ -7,8 +7,7 @@ import numpy as np
 
 from fairseq_syntax_core.oneline import quoted
 
-#: label of the arc from a later piece of a word to the piece it attaches to (see projection.py)
-SUBWORD_LABEL = "<subword>"
+from fairseq_syntax_core.vocabulary import SUBWORD_LABEL  # the arc from a later piece of a word (projection.py)
 #: symbols a label or POS tag may not be: fairseq's dictionary specials, and ours
 RESERVED_TAGS = frozenset({"<s>", "<pad>", "</s>", "<unk>", SUBWORD_LABEL})
 

@@ -12,7 +12,6 @@ from fairseq_syntax_core.trees import (
     ancestor_matrix,
     dependency_distance,
     duan_tree_depth,
-    parent_position,
     parents_from_heads,
     relative_depth,
     root_index,
@@ -71,7 +70,7 @@ def test_duan_table1_features():
     table_parent_position = [2, 0, 5, 5, 2, 7, 5, 2]
     table_tree_depth = [2, 1, 3, 3, 2, 4, 3, 2]
     assert len(words) == heads.numel()
-    assert parent_position(heads).tolist() == table_parent_position
+    assert heads.tolist() == table_parent_position  # the stored form is Table I's parent position
     assert duan_tree_depth(parents_from_heads(heads)).tolist() == table_tree_depth
     # batched form too
     assert duan_tree_depth(parents_from_heads(heads[None])).tolist() == [table_tree_depth]

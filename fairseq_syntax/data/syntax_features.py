@@ -51,16 +51,15 @@ from fairseq.data import data_utils
 from torch import Tensor
 
 from fairseq_syntax_core import phrase_trees, trees
+from fairseq_syntax_core.vocabulary import DEPTH, HEADS, LABELS, PARENTS, POS, SUBWORD_LABEL  # noqa: F401
 
-#: the label of a piece attached to its word's first (or previous) piece (README "Projection onto BPE pieces")
-SUBWORD_LABEL = "<subword>"
 #: constituency distance keys -> their index in :func:`phrase_trees.constituency_distances`'s ``(d_S, d_G, d_R)``
 CONSTITUENCY_FEATURES: Dict[str, int] = {"distance_height": 0, "distance_depth": 1, "distance_relative": 2}
 DEPENDENCY_FEATURES = ("distance", "distance_line", "distance_word", "distance_line_word")
 #: the features that need the ``phrase`` stream (the collater passes its merges)
 PHRASE_FEATURES = tuple(CONSTITUENCY_FEATURES) + tuple(k + "_mask" for k in CONSTITUENCY_FEATURES)
 #: the features derived from the token streams alone
-FEATURES = ("heads", "parents", "depth", "labels", "pos") + DEPENDENCY_FEATURES
+FEATURES = (HEADS, PARENTS, DEPTH, LABELS, POS) + DEPENDENCY_FEATURES
 #: every feature a model can ask for
 ALL_FEATURES = FEATURES + PHRASE_FEATURES
 
@@ -312,10 +311,6 @@ def collate_features(
             real = (positions >= offset.unsqueeze(1)) & (positions < (offset + lengths).unsqueeze(1))
             out[name] = torch.where(real, out[name] + offset.unsqueeze(1), positions)
     return out
-
-
-def pad_values_for(label_pad: int, pos_pad: int) -> Dict[str, int]:
-    return {"labels": label_pad, "pos": pos_pad}
 
 
 def collate_nodes(values: Sequence[Tensor], pad: int) -> "tuple[Tensor, Tensor]":

@@ -15,6 +15,7 @@ from fairseq.tasks import FairseqTask
 from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
+from fairseq_syntax_core.vocabulary import SUBWORD_LABEL
 from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
 
 from .config import ModelOptionError, add_syntax_args
@@ -172,7 +173,7 @@ def record_syntax_vocab(args, task) -> None:
         args.syntax_label_pad = labels.pad()
         args.syntax_label_eos = labels.eos()
         # PASCAL recovers words from the <subword> arcs of the piece trees (-1: none)
-        args.syntax_subword_label = labels.indices.get("<subword>", -1)
+        args.syntax_subword_label = labels.indices.get(SUBWORD_LABEL, -1)
     pos = getattr(task, "pos_dict", None)
     if pos is not None:
         args.syntax_num_pos = len(pos)

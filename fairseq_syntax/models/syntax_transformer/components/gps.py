@@ -17,6 +17,8 @@ from fairseq_syntax.modules.syntactic_position import (
     same_sentence_mask,
 )
 
+from fairseq_syntax_core.vocabulary import DEPTH, LABELS, PARENTS
+
 from ..options import check_positive, opt, parse_layer_list
 from .base import (
     AttentionComponent,
@@ -27,7 +29,6 @@ from .base import (
     register_attention,
 )
 
-PARENTS, LABELS, DEPTH = "parents", "labels", "depth"
 
 
 @dataclass

@@ -26,15 +26,17 @@ from fairseq_syntax.modules.syntactic_distance import DistanceEmbedding, nsd_pos
 from fairseq_syntax.modules.syntactic_positional_encoding import SyntacticPositionalEncoding
 from fairseq_syntax.modules.syntax_embedding import SyntaxFeatureEmbedding
 
+from fairseq_syntax_core.vocabulary import DEPTH, HEADS, LABELS, POS
+
 from ..options import FLOAT32_MAX, ModelOptionError, ModelSizes, check_positive, opt, parse_name_list
 from .base import BuildContext, EncoderBatch, InputComponent, register_input
 from .nsd import NsdOptions
 from .relative import StructuralOptions
 
 #: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al., paper 003 Table I)
-FEATURE_KEYS: Dict[str, str] = {"pos": "pos", "label": "labels", "head": "heads"}
+FEATURE_KEYS: Dict[str, str] = {"pos": POS, "label": LABELS, "head": HEADS}
 #: ``--spe-features`` names -> ``src_syntax`` keys (paper 003 eq. 5)
-SPE_KEYS: Dict[str, str] = {"head": "heads", "depth": "depth"}
+SPE_KEYS: Dict[str, str] = {"head": HEADS, "depth": DEPTH}
 
 
 @dataclass
@@ -93,7 +95,6 @@ class SpeOptions:
 
 #: our feature names -> the names of the embedding modules (which call the head position "parent")
 _MODULE_NAMES = {"pos": "pos", "label": "label", "head": "parent", "depth": "depth"}
-DEPTH = "depth"
 
 
 @register_input

@@ -19,10 +19,11 @@ from fairseq.dataclass import ChoiceEnum
 
 from fairseq_syntax.modules.parent_attention import ParentScaledWeights
 
+from fairseq_syntax_core.vocabulary import LABELS, PARENTS
+
 from ..options import ModelOptionError, check_positive, opt, parse_layer_list
 from .base import AttentionComponent, AttentionTerms, BuildContext, EncoderBatch, LayerTerm, register_attention
 
-PARENTS, LABELS = "parents", "labels"
 PASCAL_SUBWORD_PARENTS = ("mean", "first", "tree")
 PASCAL_EOS_PARENTS = ("self", "last-root")
 

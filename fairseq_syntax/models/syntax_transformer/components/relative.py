@@ -17,13 +17,13 @@ from torch import Tensor
 from fairseq.dataclass import ChoiceEnum
 
 from fairseq_syntax_core import trees
+from fairseq_syntax_core.vocabulary import DEPTH, PARENTS
 from fairseq_syntax.modules.relative_attention import relative_bucket, sequence_relative_positions
 from fairseq_syntax.modules.structural_position import structural_relative_buckets
 
 from ..options import ModelOptionError, ModelSizes, flag_name, opt
 from .base import AttentionComponent, BuildContext, EncoderBatch, RelativeTableTerm, register_attention
 
-DEPTH, PARENTS = "depth", "parents"
 STRUCTURAL_DISTANCES = ("depth-sum", "tree-path")
 #: clipping distances of relative positions (Shaw-style tables): >= 0, 0 turns them off
 CLIP_OPTIONS = ("rel_seq_k", "rel_dep_l", "decoder_rel_seq_k", "structural_k")
