@@ -76,6 +76,10 @@ from fairseq_syntax_core.checkpoint_loader import (
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_preprocess.fileio import check_input_file
 from fairseq_syntax_preprocess.interrupts import install_error_hook
+from fairseq_syntax_core.startup import ensure_open_files
+
+#: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)
+OPEN_FILES_NEEDED = 256
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +100,8 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         unsafe = default_load_problem()  # fairseq leaves weights_only to torch's default
         if unsafe is not None:
             raise CheckpointError(path, None, unsafe)
+        if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block fairseq's read forever
+            raise CheckpointError(path, None, "is not a regular file: expected a checkpoint file (.pt)")
         if os.path.isfile(path):  # a local file (fairseq also reads URLs): its structure, before fairseq's
             state = load_fairseq_checkpoint(path, mmap=True)  # upgrade code indexes it (the weights stay on disk)
             problem = size_problem(state, arg_overrides) if arg_overrides else None
@@ -424,3 +430,4 @@ def install() -> None:
     _wrap_generate_main()
     _wrap_call_main(distributed_utils)
     install_error_hook()
+    ensure_open_files(OPEN_FILES_NEEDED)  # after the hook: a refusal is one line

@@ -7,6 +7,7 @@ import threading
 from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
+from fairseq_syntax_core.startup import ensure_open_files
 from fairseq_syntax_preprocess.fileio import atomic_write_with, text_writer
 from fairseq_syntax_preprocess.interrupts import USER_ERRORS, handle_termination, print_error
 
@@ -27,6 +28,7 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
     if previous:
         handle_termination()
     try:
+        ensure_open_files(64, prog)
         return main(argv)
     except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
         return print_error(prog, error)

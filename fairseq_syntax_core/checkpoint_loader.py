@@ -290,10 +290,15 @@ def _stored_settings(state: dict) -> List[tuple]:
     return found
 
 
-def settings_size_problem(settings: Mapping, where: str) -> Optional[str]:
-    """Why model settings (``where``: stored args, cfg, or --model-overrides) would build tensors beyond any
-    model: a size setting out of ``0..MAX_SIZE_OPTION`` or not a whole number, or a width times a width
-    or a length over :data:`MAX_TENSOR_ELEMENTS`. fairseq builds the model before it loads the weights."""
+def settings_size_problem(settings: Mapping, where: str,
+                          consequence: str = ", which fairseq would build before loading the weights: edited?",
+                          as_flags: bool = False) -> Optional[str]:
+    """Why model settings (``where``: stored args, cfg, --model-overrides, the command line) would build tensors
+    beyond any model: a size setting out of ``0..MAX_SIZE_OPTION`` or not a whole number, or a width times a
+    width or a length over :data:`MAX_TENSOR_ELEMENTS`. fairseq builds the model before it loads the weights."""
+    def named(key: str, value: Any) -> str:
+        return f"--{key.replace('_', '-')} {_shown(value, 30)}" if as_flags else f"{key} = {_shown(value, 30)}"
+
     sizes = {}
     for key, value in settings.items():
         if not (isinstance(key, str) and _SIZE_OPTION.search(key)) or isinstance(value, bool) or value is None:
@@ -301,18 +306,16 @@ def settings_size_problem(settings: Mapping, where: str) -> Optional[str]:
         if isinstance(value, (int, float, np.integer, np.floating)):
             whole = np.isfinite(value) and float(value).is_integer()
             if not whole or not 0 <= value <= MAX_SIZE_OPTION:
-                return (f"its {where} setting {key} = {_shown(value, 30)} is beyond any model size (a whole number "
-                        f"from 0 to {MAX_SIZE_OPTION}), and fairseq would build the model from it before loading "
-                        "the weights: edited?")
+                return (f"{where} setting {named(key, value)} is beyond any model size (a whole number "
+                        f"from 0 to {MAX_SIZE_OPTION}){consequence}")
             sizes[key] = int(value)
     widths = sorted(((v, k) for k, v in sizes.items() if _WIDTH.search(k)), reverse=True)
     extents = sorted(((v, k) for k, v in sizes.items() if _EXTENT.search(k)), reverse=True)
     if widths and extents and widths[0][0] * extents[0][0] > MAX_TENSOR_ELEMENTS:
         (width, wkey), (extent, ekey) = widths[0], extents[0]
-        both = f"{wkey} = {width} squared" if wkey == ekey else f"{wkey} = {width} and {ekey} = {extent}"
-        return (f"its {where} settings {both} make a tensor of {width * extent} "
-                f"elements (at most {MAX_TENSOR_ELEMENTS}), which fairseq would allocate before loading the weights: "
-                "edited?")
+        both = f"{named(wkey, width)} squared" if wkey == ekey else f"{named(wkey, width)} and {named(ekey, extent)}"
+        return (f"{where} settings {both} make a tensor of {width * extent} elements (at most "
+                f"{MAX_TENSOR_ELEMENTS}){consequence}")
     return None
 
 
@@ -323,7 +326,7 @@ def size_problem(state: dict, overrides: Optional[Mapping] = None) -> Optional[s
         if overrides:
             settings = {**settings, **{k: v for k, v in overrides.items() if isinstance(k, str)}}
             where = f"{where} (with --model-overrides)"
-        problem = settings_size_problem(settings, f"stored {where}")
+        problem = settings_size_problem(settings, f"its stored {where}")
         if problem is not None:
             return problem
     return None

@@ -33,6 +33,8 @@ def check_indexed_dataset(prefix: str, remedy: str = REBUILD) -> None:
 
     idx, bin_path = prefix + ".idx", prefix + ".bin"
     for path in (idx, bin_path):
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise DataBinError(path, None, f"is not a regular file (a folder, a pipe or a device); {remedy}")
         if not os.path.isfile(path):
             raise DataBinError(path, None, f"missing (its {'.bin' if path == idx else '.idx'} is there); {remedy}")
     with open(idx, "rb") as handle:

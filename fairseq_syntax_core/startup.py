@@ -50,3 +50,24 @@ def install_startup_handler() -> bool:
         except ValueError:  # not the main thread
             return False
     return installed
+
+
+def ensure_open_files(minimum: int, who: str = "fairseq's data loading") -> None:
+    """At least ``minimum`` files may be open at once: the soft limit is raised up to the hard one when it
+    is lower (no one loses anything), else a one-line :class:`~.errors.UsageError`. Below it, fairseq's
+    data loader workers fail to pass tensors (``Too many open files``) and retry forever, or hang."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    if soft == unlimited or soft >= minimum:
+        return
+    if hard == unlimited or hard >= minimum:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (minimum, hard))
+        return
+    from .errors import UsageError
+
+    raise UsageError(f"only {hard} files may be open at once (ulimit -n {hard}); {who} needs at least {minimum}: "
+                     "raise the limit")

@@ -23,6 +23,7 @@
 import contextlib
 import ctypes
 import errno
+import linecache
 import logging
 import os
 import re
@@ -281,6 +282,19 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         if mismatch is not None:  # fairseq-train's restore names the file in its own exception
             named = re.search(r"from checkpoint (.+?); please ensure", text)
             return f"{one_line(named.group(1))}: {mismatch}" if named else mismatch
+    frames = []
+    step = traceback
+    while step is not None:
+        frames.append(step)
+        step = step.tb_next
+    modules = [f.tb_frame.f_globals.get("__name__", "") for f in frames]
+    if isinstance(error, ValueError) and modules and modules[-1] == "fairseq.registry" and text.endswith("is required!"):
+        name = text[:-len(" is required!")].strip().lstrip("-").replace("_", "-")
+        return f"--{name} is required: give one (--help lists them)"
+    if isinstance(error, (SyntaxError, ValueError)) and any(
+            m.split(".")[0] == "fairseq_cli" and "model_overrides" in linecache.getline(
+                f.tb_frame.f_code.co_filename, f.tb_lineno) for m, f in zip(modules, frames)):
+        return f"--model-overrides: not a Python dict literal such as \"{{'beam': 5}}\" ({one_line(text)[:120]})"
     if not isinstance(error, AssertionError) or not str(error).strip():
         return None
     while traceback is not None and traceback.tb_next is not None:  # the frame that raised

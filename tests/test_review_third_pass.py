@@ -237,3 +237,93 @@ def test_interactive_without_bpe_for_a_model_of_bpe_pieces_warns(release):
                    "--target-lang", "fr", "--beam", "2", "--max-len-b", "5", "--tokenizer", "moses"],
                   cwd=str(release), stdin="The bikers are riding quickly .\n")
     assert "no --bpe is given" in result.stderr
+
+
+# ------------------------------------------------------------------ errors at the edges (third pass)
+
+TINY_TRAIN = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+              "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
+              "--decoder-attention-heads", "2", "--max-update", "2", "--max-tokens", "2000", "--save-dir", "ck",
+              "--no-progress-bar", "--valid-subset", "test"]
+
+
+def _train(release, *extra):
+    from .conftest import call, tool
+
+    return call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                 *TINY_TRAIN, *extra], cwd=str(release), expect_ok=False)
+
+
+@pytest.mark.slow
+def test_a_fifo_as_checkpoint_is_refused_not_waited_on(release):
+    os.mkfifo(release / "fifo")
+    _refused_in_one_line(_generate(release, "fifo"), "fifo", "not a regular file")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [
+    (["--arch", "transformer_nsd", "--criterion", "label_smoothed_cross_entropy_with_nsd", "--optimizer", "adam",
+      "--nsd-distance-key", "bogus"], ("--nsd-distance-key", "bogus")),
+    (["--arch", "transformer_dep_rel", "--criterion", "label_smoothed_cross_entropy_with_nsd", "--optimizer", "adam",
+      "--label-smoothing", "2"], ("--label-smoothing",)),
+    (["--arch", "transformer_nsd", "--optimizer", "adam", "--nsd-max-distance", "100000000000"],
+     ("--nsd-max-distance", "beyond any model size")),
+    (["--arch", "transformer", "--optimizer", "adam", "--encoder-ffn-embed-dim", "100000000000"],
+     ("--encoder-ffn-embed-dim", "beyond any model size")),
+    (["--arch", "transformer_dep_rel"], ("--optimizer is required",)),
+])
+def test_training_options_that_fail_late_are_refused_before_training(release, extra, words):
+    result = _train(release, *extra)
+    _refused_in_one_line(result, *words)
+    assert not os.path.exists(release / "ck" / "crash.pt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [(["--beam", "0"], ("--beam 0",)), (["--beam", "-1"], ("--beam -1",)),
+                                          (["--max-len-a", "-5", "--max-len-b", "-5"], ("--max-len-a",)),
+                                          (["--model-overrides", "{'bogus"], ("--model-overrides",))])
+def test_search_settings_that_fail_in_the_generator_are_one_line(release, extra, words):
+    _refused_in_one_line(_generate(release, "checkpoints/transformer_dep_rel.pt", *extra), *words)
+
+
+@pytest.mark.slow
+def test_token_ids_outside_the_dictionary_name_the_text_file(release):
+    with open(release / "data-bin" / "test.en-fr.en.bin", "r+b") as handle:
+        handle.write(b"\xff" * 16)
+    _refused_in_one_line(_generate(release, "checkpoints/transformer_dep_rel.pt"), "test.en-fr.en.bin",
+                         "outside its dictionary")
+
+
+@pytest.mark.slow
+def test_too_few_open_files_is_one_line_not_an_endless_loop(release):
+    import resource
+    import subprocess
+
+    from .conftest import tool
+
+    def limit(soft, hard):
+        return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    argv = [tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+            "--path", "checkpoints/transformer_dep_rel.pt", "--gen-subset", "test", "--beam", "2", "--max-len-b", "5",
+            "--batch-size", "8", "--results-path", "out"]
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
+    refused = subprocess.run(argv, cwd=str(release), env=env, capture_output=True, text=True, timeout=300,
+                             preexec_fn=limit(30, 30))
+    _refused_in_one_line(refused, "ulimit -n 30")
+    assert not os.path.exists(release / "out" / "generate-test.txt")
+    raised = subprocess.run(argv, cwd=str(release), env=env, capture_output=True, text=True, timeout=300,
+                            preexec_fn=limit(30, 4096))  # a low soft limit under a high hard one: raised
+    assert raised.returncode == 0, raised.stderr[-2000:]
+
+
+def test_data_bin_files_that_are_folders_are_named_as_such(tmp_path):
+    from fairseq_syntax.data.data_bin_checks import check_indexed_dataset, read_metadata
+
+    (tmp_path / "syntax.json").mkdir()
+    with pytest.raises(DataBinError, match="not a regular file"):
+        read_metadata(str(tmp_path / "syntax.json"))
+    (tmp_path / "t.idx").write_bytes(b"")
+    (tmp_path / "t.bin").mkdir()
+    with pytest.raises(DataBinError, match="t.bin: is not a regular file"):
+        check_indexed_dataset(str(tmp_path / "t"))

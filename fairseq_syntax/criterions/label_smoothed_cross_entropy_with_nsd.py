@@ -59,6 +59,7 @@ from fairseq_syntax.criterions.target_nsd import (
     target_nsd_losses,
 )
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax.data.syntax_features import CONSTITUENCY_FEATURES, DEPENDENCY_FEATURES
 
 from fairseq_syntax.modules.syntactic_distance import (
@@ -187,7 +188,13 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
             raise UsageError(f"--nsd-dist-units must be one of {list(NSD_DIST_UNITS)}, got {nsd_dist_units!r}")
         self.nsd_dist_units = str(nsd_dist_units)
         self.nsd_loss_eos = bool(nsd_loss_eos)
+        known = DEPENDENCY_FEATURES + tuple(CONSTITUENCY_FEATURES)
+        if nsd_distance_key and nsd_distance_key not in known:
+            raise UsageError(f"--nsd-distance-key {quoted(nsd_distance_key)}: not a distance the task gives; "
+                             f"expected one of {', '.join(known)} (or leave it out: the model's --nsd-distance)")
         self.nsd_distance_key = nsd_distance_key or None
+        if not 0.0 <= float(label_smoothing) < 1.0:  # NaN fails too
+            raise UsageError(f"--label-smoothing {label_smoothing}: expected a share in [0, 1) (fairseq's recipes: 0.1)")
 
     def forward(self, model, sample: Dict[str, Any], reduce: bool = True) -> Tuple[Tensor, int, Dict[str, Any]]:
         """Loss, sample size and logging outputs (see fairseq's criterion), NSD terms added."""

@@ -26,6 +26,8 @@ REMAKE = indexed_files.REBUILD
 
 def read_metadata(path: str) -> Dict:
     """The data-bin's ``syntax.json``."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise DataBinError(path, None, f"is not a regular file (a folder, a pipe or a device); {REMAKE}")
     if not os.path.isfile(path):
         raise DataBinError(path, None, "not found: this is not a data-bin made by fairseq-syntax-preprocess")
     metadata = read_json_file(path, DataBinError, REMAKE)
@@ -73,6 +75,31 @@ def split_prefixes(data_path: str, split: str, src: str, tgt: str) -> List[str]:
 def check_split(data_path: str, split: str, src: str, tgt: str) -> None:
     for prefix in split_prefixes(data_path, split, src, tgt):
         check_indexed_dataset(prefix)
+
+
+def check_token_ids(data_path: str, split: str, src: str, tgt: str, sizes: Dict[str, int]) -> None:
+    """Every token id of the split's text files is below its language's dictionary size ``sizes[lang]``:
+    else a DataBinError naming the file (an id past the dictionary would index past the embedding,
+    ``IndexError`` deep in a forward). One vectorised pass over each memory-mapped ``.bin``."""
+    import numpy as np
+
+    for prefix in split_prefixes(data_path, split, src, tgt):
+        lang = prefix.rsplit(".", 1)[-1]
+        if lang not in sizes:  # a side-file (SPLIT.SRC-TGT.LANG.STREAM): checked with its stream
+            continue
+        dataset = indexed_files.open_indexed_dataset(prefix)
+        try:
+            ids = np.frombuffer(dataset._bin_buffer, dtype=dataset._index.dtype)
+            largest = int(ids.max()) if ids.size else -1
+            smallest = int(ids.min()) if ids.size else 0
+            del ids  # a view of the mapping: gone before it is unmapped
+        finally:
+            indexed_files.close_indexed_dataset(dataset)
+        if largest >= sizes[lang] or smallest < 0:
+            bad = largest if largest >= sizes[lang] else smallest
+            raise DataBinError(prefix + ".bin", None, f"holds token id {bad}, outside its dictionary of {sizes[lang]} "
+                                                      f"symbols (dict.{lang}.txt): damaged, or from another data-bin; "
+                                                      f"{REMAKE}")
 
 
 

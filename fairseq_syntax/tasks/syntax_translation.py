@@ -1,5 +1,6 @@
 """The ``syntax_translation`` task: fairseq's ``translation`` plus syntax side-files (source; target when parsed)."""
 
+import argparse
 import logging
 import os
 from typing import List, Optional, Set
@@ -12,7 +13,7 @@ from fairseq.tasks.translation import TranslationTask
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
-    REMAKE, check_dictionary, check_epoch_paths, check_split, read_metadata,
+    REMAKE, check_dictionary, check_epoch_paths, check_split, check_token_ids, read_metadata,
 )
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
@@ -31,6 +32,7 @@ from fairseq_syntax_core.databin import (
     registry,
     stream_prefix,
 )
+from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core.errors import DataBinError, UsageError
 from fairseq_syntax_core.shards import missing_shards
 
@@ -171,6 +173,8 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
                 logger.warning(warning)
         data_path = paths[(epoch - 1) % len(paths)]
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
+        check_token_ids(data_path, split, self.cfg.source_lang, self.cfg.target_lang,
+                        {self.cfg.source_lang: len(self.src_dict), self.cfg.target_lang: len(self.tgt_dict)})
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
         streams = {name: self._load_stream(data_path, split, name, combine) for name in self.stream_names}
@@ -297,6 +301,10 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
                 self._check_data_bin(trained, f"the checkpoint fairseq-train restores ({restored})")
             if _is_syntax_model(cfg):
                 _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
+        settings = vars(cfg) if isinstance(cfg, argparse.Namespace) else {}
+        problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
+        if problem is not None:  # every model of the task (fairseq's own too), before it allocates
+            raise UsageError(problem)
         model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
@@ -393,6 +401,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
+        _check_search(args)
         if getattr(args, "score_reference", False):  # teacher-forced: gold target distances, or a refusal
             check_reference_scoring(models, utils.split_paths(self.cfg.data)[0], self.cfg.target_lang,
                                     bool(self.target_stream_names))
@@ -411,3 +420,17 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
         )
+
+
+def _check_search(args) -> None:
+    """Search settings fairseq accepts and then fails on deep in the generator, refused in one line."""
+    beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
+    if isinstance(beam, int) and beam < 1:
+        raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
+    if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
+        raise UsageError(f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
+    for name in ("max_len_a", "max_len_b"):
+        value = getattr(args, name, 0)
+        if isinstance(value, (int, float)) and not value >= 0:  # NaN fails too
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a length >= 0 "
+                             "(the longest translation is max-len-a * source length + max-len-b)")

@@ -27,6 +27,8 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax_core.checkpoint_loader import settings_size_problem
+
 from .components import INPUT_COMPONENTS, OPTION_CLASSES
 from .components.nsd import decoder_model_dim, target_nsd_consumes, uses_target_nsd
 from .legacy import _GIVEN, RENAMED_FLAGS, RenamedOptionStore, upgrade_args
@@ -187,6 +189,10 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
     from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
 
     syntax = SyntaxModelConfig.from_args(args)
+    settings = vars(args) if isinstance(args, argparse.Namespace) else {}
+    problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
+    if problem is not None:  # what a checkpoint of it would be refused for, refused before any work
+        raise ModelOptionError(problem)
     word_dim = safe_getattr(args, "encoder_embed_dim")
     heads = to_int(safe_getattr(args, "encoder_attention_heads"), "--encoder-attention-heads")
     check_heads(model_dim, heads, "--encoder-attention-heads",

@@ -75,8 +75,8 @@ class SpeOptions:
             if not 0 < value <= FLOAT32_MAX:  # NaN fails too
                 paper = {"spe_head_constant": 2000, "spe_depth_constant": 400}[name]
                 raise ModelOptionError(
-                    f"--{name.replace('_', '-')} {value}: expected a finite number > 0 (c_f of paper 003 eq. 5; "
-                    f"the paper: {paper})"
+                    f"--{name.replace('_', '-')} {value}: expected a number > 0 and at most {FLOAT32_MAX:.4g}, the "
+                    f"largest float32 (c_f of paper 003 eq. 5; the paper: {paper})"
                 )
         _ = self.spe_names
 
