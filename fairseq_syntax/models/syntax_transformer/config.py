@@ -189,10 +189,6 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
     from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
 
     syntax = SyntaxModelConfig.from_args(args)
-    settings = vars(args) if isinstance(args, argparse.Namespace) else {}
-    problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
-    if problem is not None:  # what a checkpoint of it would be refused for, refused before any work
-        raise ModelOptionError(problem)
     word_dim = safe_getattr(args, "encoder_embed_dim")
     heads = to_int(safe_getattr(args, "encoder_attention_heads"), "--encoder-attention-heads")
     check_heads(model_dim, heads, "--encoder-attention-heads",
@@ -212,6 +208,10 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
         check = getattr(options, "check_sizes", None)
         if check is not None:
             check(syntax, sizes)
+    settings = vars(args) if isinstance(args, argparse.Namespace) else {}
+    problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
+    if problem is not None:  # what a checkpoint of it would be refused for, refused before any work
+        raise ModelOptionError(problem)
 
 
 def duan_attention_heads(model_dim: int) -> int:
