@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fairseq_syntax_core import trees
+from fairseq_syntax_core.databin import HEAD, LABEL
 
 __all__ = ["SourceProfile", "profile_from_data_bin", "profile_from_text", "parse_edges", "bucket_of", "bucket_names"]
 
@@ -54,7 +55,7 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
     check_split(task, split, "--split")
     task.load_dataset(split)
     dataset = task.datasets[split]
-    heads, labels = dataset.streams["head"], dataset.streams["deplabel"]
+    heads, labels = dataset.streams[HEAD.name], dataset.streams[LABEL.name]
     subword = task.label_dict.indices.get(SUBWORD_LABEL, -1)
     lengths, depths = [], []
     for i in range(len(dataset)):

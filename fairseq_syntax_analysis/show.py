@@ -24,6 +24,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_syntax_core.databin import CODES_FILE, HEAD, LABEL, POS
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
 from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, file_in_the_way
@@ -101,7 +102,7 @@ def split_trees(task, split: str, indices: Sequence[int], eos: bool) -> List[Tup
         if not 0 <= i < n:
             raise UsageError(f"--sentences: {i} is not a sentence of split {split!r} (0..{n - 1})")
         src = dataset.dataset.src[i]
-        heads, labels, pos = dataset.streams["head"][i], dataset.streams["deplabel"][i], dataset.streams["pos"][i]
+        heads, labels, pos = dataset.streams[HEAD.name][i], dataset.streams[LABEL.name][i], dataset.streams[POS.name][i]
         if eos:
             heads, labels, pos = append_eos(heads, labels, pos, task.label_dict.eos(), task.pos_dict.eos())
         else:
@@ -123,7 +124,7 @@ def text_trees(task, lines: Sequence[str], eos: bool) -> List[Tuple[str, List[st
     tokens = [tokenize_line(line, lang) for line in lines]
     bpe = meta.get("bpe", {})
     if bpe.get("name", "none") != "none":
-        codes = os.path.join(task.cfg.data, bpe.get("codes", "bpe.codes"))
+        codes = os.path.join(task.cfg.data, bpe.get("codes", CODES_FILE))
         if not os.path.isfile(codes):
             raise InputError(codes, None, "the data-bin's BPE codes are missing: raw text cannot be segmented")
         check_bpe_codes(codes, "the bpe.codes fairseq-syntax-preprocess wrote into the data-bin")
