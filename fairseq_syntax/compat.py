@@ -74,8 +74,8 @@ from fairseq_syntax_core.checkpoint_loader import (
     READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint, size_problem,
 )
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
-from fairseq_syntax_preprocess.fileio import check_input_file
-from fairseq_syntax_preprocess.interrupts import install_error_hook
+from fairseq_syntax_core.fileio import check_input_file
+from fairseq_syntax_core.interrupts import install_error_hook
 from fairseq_syntax_core.startup import ensure_open_files
 
 #: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
-from fairseq_syntax_preprocess.fileio import BOM
+from fairseq_syntax_core.fileio import BOM
 
 
 class SyntaxHubInterface(GeneratorHubInterface):

@@ -24,8 +24,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 from fairseq_syntax_core.errors import InputError
-from fairseq_syntax_preprocess.argtypes import positive
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
+from fairseq_syntax_core.argtypes import positive
+from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
 
 from .commands import figure_writer, run_command
 from .rendering import one_line, plot_text

@@ -8,8 +8,8 @@ from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.startup import ensure_open_files
-from fairseq_syntax_preprocess.fileio import atomic_write_with, text_writer
-from fairseq_syntax_preprocess.interrupts import USER_ERRORS, handle_termination, print_error
+from fairseq_syntax_core.fileio import atomic_write_with, text_writer
+from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 
 __all__ = ["run_command", "quiet_logging", "save_figure", "figure_writer", "text_writer"]
 
@@ -18,7 +18,7 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
     """``main(argv)``; a :class:`UserError` or an :class:`OSError` is printed as ``PROG: error: ...`` (exit 1).
 
     Ctrl-C, SIGTERM and SIGHUP remove the temporary files of outputs not yet in place and exit
-    with 128 + the signal (:func:`~fairseq_syntax_preprocess.interrupts.handle_termination`);
+    with 128 + the signal (:func:`~fairseq_syntax_core.interrupts.handle_termination`);
     commands write their outputs together (``atomic_write_all``), so none is half-replaced. The
     handlers are installed in the main thread only, and the caller's are put back on return
     (an in-process caller such as pytest or a notebook keeps its own Ctrl-C).

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
+from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
     check_outside, read_lines
 
 from . import buckets as bk

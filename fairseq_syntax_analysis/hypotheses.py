@@ -18,7 +18,7 @@ import unicodedata
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
-from fairseq_syntax_preprocess.fileio import read_lines
+from fairseq_syntax_core.fileio import read_lines
 
 __all__ = ["read_translations", "is_generate_output", "from_generate_output", "remove_bpe"]
 

@@ -31,7 +31,7 @@ from typing import Dict, Optional, Sequence
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_distinct_outputs, check_output_path
+from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from fairseq_syntax_core.databin import CODES_FILE, HEAD, LABEL, POS
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
-from fairseq_syntax_preprocess.fileio import atomic_write_all, check_output_path, file_in_the_way
+from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, file_in_the_way
 
 from fairseq_syntax_core.oneline import one_line
 from .commands import quiet_logging, run_command, text_writer
@@ -116,7 +116,7 @@ def split_trees(task, split: str, indices: Sequence[int], eos: bool) -> List[Tup
 def text_trees(task, lines: Sequence[str], eos: bool) -> List[Tuple[str, List[str], List[int], List[str], List[str]]]:
     """The same for raw text: tokenized, segmented, parsed and projected as the data-bin records."""
     from fairseq_syntax_preprocess.bpe import apply_codes
-    from fairseq_syntax_preprocess.fileio import check_bpe_codes
+    from fairseq_syntax_core.fileio import check_bpe_codes
     from fairseq_syntax_preprocess.tokenize import tokenize_line
 
     meta = task.metadata

@@ -3,7 +3,7 @@
 The hierarchy is shared by the pipeline and the plugin (this module imports only
 :mod:`.oneline`), so that every command, ours or fairseq's with ``--user-dir fairseq_syntax``, prints these as
 ``PROG: error: FILE:LINE: what was expected`` instead of a traceback
-(:func:`fairseq_syntax_preprocess.interrupts.install_error_hook`).
+(:func:`fairseq_syntax_core.interrupts.install_error_hook`).
 """
 
 from typing import Optional

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM while one of our commands starts: one line, not a ``KeyboardInterrupt`` traceback.
 
 A command spends seconds importing torch, fairseq and spaCy before its entry point installs the
-full handlers (``fairseq_syntax_preprocess.interrupts.handle_termination``, which replace this one).
+full handlers (``fairseq_syntax_core.interrupts.handle_termination``, which replace this one).
 ``fairseq_syntax_preprocess`` and ``fairseq_syntax`` import this module first, so the handler is in
 place from the first of our imports: it prints ``PROG: interrupted (SIGINT)`` and exits with
 128 + the signal (nothing has been written yet). Installed only in the main process of one of our

@@ -46,8 +46,8 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
-from .fileio import is_visible, nonempty_lines, read_lines
-from .interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
+from fairseq_syntax_core.fileio import is_visible, nonempty_lines, read_lines
+from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import SUBWORD_LABEL, project

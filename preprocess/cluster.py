@@ -49,11 +49,11 @@ from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import DataBinError, UsageError, UserError
 from fairseq_syntax_core.shards import check_shard_set
 
-from .argtypes import positive
+from fairseq_syntax_core.argtypes import positive
 from .destdir import (
     OLD_MARK, TMP_MARK, check_destdir_path, check_folder_creatable, check_folder_given, listed, not_empty, our_metadata,
 )
-from .interrupts import USER_ERRORS, print_error
+from fairseq_syntax_core.interrupts import USER_ERRORS, print_error
 
 PROG = "fairseq-syntax-preprocess-cluster"
 #: options this command sets for every shard itself
@@ -94,7 +94,7 @@ def shard_argv(forwarded: Sequence[str], destdir: str, num_shards: int, shard_id
 def preprocess_shard(argv: List[str]) -> Dict[str, object]:
     """The job: one shard. Returns its summary, or ``{"error": message}`` for an error the user can fix."""
     from .cli import get_parser as preprocess_parser, run
-    from .interrupts import handle_termination
+    from fairseq_syntax_core.interrupts import handle_termination
 
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
                         stream=sys.stderr)
@@ -115,7 +115,7 @@ def check_before_submitting(forwarded: Sequence[str], destdir: str, num_shards: 
     """Every shard's arguments as ``fairseq-syntax-preprocess`` checks them, before any job starts; returns shard 0's."""
     from .options import check_args, get_parser as preprocess_parser, split_input_prefixes
     from .split import Split
-    from .fileio import count_lines
+    from fairseq_syntax_core.fileio import count_lines
 
     given = [flag for flag in _OWN if any(a == flag or a.startswith(flag + "=") for a in forwarded)]
     if given:

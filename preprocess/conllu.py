@@ -26,7 +26,7 @@ from fairseq_syntax_core.trees import TreeError, validate_heads
 from fairseq_syntax_core.oneline import quoted
 
 from fairseq_syntax_core.errors import InputError
-from .fileio import check_input_file, decode_utf8
+from fairseq_syntax_core.fileio import check_input_file, decode_utf8
 from .word_tree import WordTree, tag_problem
 
 POS_COLUMNS = {"upos": 3, "xpos": 4}

@@ -29,8 +29,8 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
-from .fileio import dir_mode, is_inside  # noqa: F401 (is_inside: part of this module's interface)
-from .interrupts import remove_stale, removed_on_failure, temp_tag
+from fairseq_syntax_core.fileio import dir_mode, is_inside  # noqa: F401 (is_inside: part of this module's interface)
+from fairseq_syntax_core.interrupts import remove_stale, removed_on_failure, temp_tag
 
 TMP_MARK = ".tmp-"
 OLD_MARK = ".old-"

@@ -11,10 +11,10 @@ import os
 from typing import List, Tuple
 
 from . import ptb
-from .argtypes import at_least, non_negative, positive
+from fairseq_syntax_core.argtypes import at_least, non_negative, positive
 from .destdir import check_destdir
 from .dictdir import apply_dictdir
-from .fileio import check_bpe_codes, check_dictionary_file, check_input_file, read_lines
+from fairseq_syntax_core.fileio import check_bpe_codes, check_dictionary_file, check_input_file, read_lines
 from .parse import DEFAULT_DISABLED
 from .projection import RULES, SUBWORD_LABEL
 from .split import Split

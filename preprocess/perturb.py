@@ -59,7 +59,7 @@ from fairseq_syntax_core.indexed_files import (
 
 from .conllu import format_conllu
 from .destdir import check_destdir, files_of, filling, is_inside, move_into_place, our_metadata
-from .interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
+from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
 from .word_tree import SUBWORD_LABEL, WordTree
 
 PROG = "fairseq-syntax-perturb"

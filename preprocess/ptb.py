@@ -35,7 +35,7 @@ import numpy as np
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.phrase import right_branching
 
-from .fileio import read_lines
+from fairseq_syntax_core.fileio import read_lines
 from .tokenize import parser_view
 
 EXTENSION = "ptb"

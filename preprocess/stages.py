@@ -17,11 +17,11 @@ from typing import Callable, List, Optional
 from tqdm import tqdm
 
 from . import bpe as bpe_stage
-from .argtypes import positive
+from fairseq_syntax_core.argtypes import positive
 from .conllu import format_conllu
 from fairseq_syntax_core.errors import InputError
-from .fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
-from .interrupts import USER_ERRORS, handle_termination, print_error
+from fairseq_syntax_core.fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
+from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines
 from .tokenize import tokenize_lines
 

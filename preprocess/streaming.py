@@ -34,8 +34,8 @@ from fairseq_syntax_core.shards import SHARD_KEY, shard_range
 from . import bpe as bpe_stage
 from .conllu import format_conllu
 from .destdir import filling, move_into_place
-from .fileio import content_sha256, count_lines, iter_lines, nonempty_lines
-from .interrupts import signals_deferred
+from fairseq_syntax_core.fileio import content_sha256, count_lines, iter_lines, nonempty_lines
+from fairseq_syntax_core.interrupts import signals_deferred
 from .parse import parse_lines
 from .projection import project
 from .side_files import StreamWriter

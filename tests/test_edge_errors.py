@@ -20,8 +20,8 @@ import types
 import pytest
 
 from fairseq_syntax_core.errors import UsageError
-from fairseq_syntax_preprocess import interrupts
-from fairseq_syntax_preprocess.fileio import atomic_write_with
+from fairseq_syntax_core import interrupts
+from fairseq_syntax_core.fileio import atomic_write_with
 
 from .conftest import REPO, SRC, TGT, call, corpus, spacy_model, tool, write
 

@@ -266,7 +266,7 @@ def test_outputs_never_replace_the_data_bins_files_or_each_other(bucket_bin, tmp
     (tmp_path / "here").symlink_to(tmp_path)
     assert cli_main([*common, "--json", str(tmp_path / "a.png"), "--plot", str(tmp_path / "here" / "a.png")]) == 1
     assert "name the same file" in capsys.readouterr().err
-    from fairseq_syntax_preprocess.fileio import check_distinct_outputs
+    from fairseq_syntax_core.fileio import check_distinct_outputs
 
     with pytest.raises(InputError, match="name the same file"):
         check_distinct_outputs([("--json", str(tmp_path / "a.png")), ("--plot", str(tmp_path / "here" / "a.png"))])

@@ -19,7 +19,7 @@ import pytest
 from fairseq_syntax_preprocess.cli import get_parser, run
 from fairseq_syntax_preprocess.conllu import read_conllu
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_preprocess.interrupts import remove_stale, temp_tag
+from fairseq_syntax_core.interrupts import remove_stale, temp_tag
 
 from . import fork_server
 from .conftest import SAMPLE, SRC, conllu_for, corpus, spacy_model, syntax_task, write
@@ -50,7 +50,7 @@ KILLED_INSIDE_A_PROGRESS_BAR = """
 import multiprocessing, os, signal, sys
 sys.path.insert(0, sys.argv[2])
 if sys.argv[1] == "own":
-    import preprocess.interrupts  # registers the at-fork hook
+    import fairseq_syntax_core.interrupts  # registers the at-fork hook
 from tqdm import tqdm
 tqdm(disable=True).close()
 def child():
@@ -161,7 +161,7 @@ def _big_corpus(tmp_path, copies=12):
 
 def _as_from_a_terminal():
     """Default SIGINT/SIGHUP in the child: a suite run under nohup or as a background job ignores
-    them, and the pipeline deliberately keeps ignored signals ignored (preprocess/interrupts.py)."""
+    them, and the pipeline deliberately keeps ignored signals ignored (fairseq_syntax_core/interrupts.py)."""
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
 
@@ -397,7 +397,7 @@ def test_outputs_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:
         run(args(prefix, tmp_path / "bin"))
-        from fairseq_syntax_preprocess.fileio import atomic_write
+        from fairseq_syntax_core.fileio import atomic_write
 
         atomic_write(str(tmp_path / "out.txt"), ["x\n"])
     finally:
@@ -491,7 +491,7 @@ def test_empty_destdir_is_refused_and_nothing_is_deleted(tmp_path, monkeypatch):
 
 
 def test_outputs_that_are_devices_pipes_or_links_are_refused(tmp_path):
-    from fairseq_syntax_preprocess.fileio import check_output_path
+    from fairseq_syntax_core.fileio import check_output_path
 
     os.mkfifo(tmp_path / "fifo")
     os.symlink(tmp_path / "target", tmp_path / "link")
@@ -610,7 +610,7 @@ def test_a_log_of_the_user_in_the_data_bin_is_not_ours(tmp_path):
 
 @pytest.mark.parametrize("blank", ["\u3164", "\u2800", "\u200b\u2060"])
 def test_lines_of_blank_glyphs_hold_no_sentence(tmp_path, blank):
-    from fairseq_syntax_preprocess.fileio import is_visible
+    from fairseq_syntax_core.fileio import is_visible
 
     assert not is_visible(blank) and is_visible("a" + blank)
     src = [SRC[0], blank, SRC[2]]
@@ -651,7 +651,7 @@ def test_an_interrupt_kills_grandchildren_first_not_only_through_their_parents_d
     # print a BrokenPipeError traceback into the user's terminal; the cleanup kills it directly.
     import multiprocessing
 
-    from fairseq_syntax_preprocess import interrupts
+    from fairseq_syntax_core import interrupts
 
     context = multiprocessing.get_context("fork")
     queue = context.Queue()

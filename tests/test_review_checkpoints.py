@@ -242,7 +242,7 @@ def test_fairseqs_own_argument_checks_are_one_line():
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue
 
-    from fairseq_syntax_preprocess.interrupts import fairseq_usage_message
+    from fairseq_syntax_core.interrupts import fairseq_usage_message
 
     def raised(code: str, module: str):
         try:

@@ -263,7 +263,7 @@ def test_dataset_impl_lazy_is_one_line_in_fairseq_train(fixture_work):
 
 # ------------------------------------------------------------------ 7. a file where a folder should be
 def test_the_output_checks_say_a_file_stands_where_a_folder_should(tmp_path):
-    from fairseq_syntax_preprocess.fileio import check_output_path, file_in_the_way, make_output_folder
+    from fairseq_syntax_core.fileio import check_output_path, file_in_the_way, make_output_folder
 
     regular = write(tmp_path / "afile", "")
     for path in (f"{regular}/x", f"{regular}/deeper/x"):

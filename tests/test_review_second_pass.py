@@ -53,7 +53,7 @@ def test_record_refuses_a_checkpoint_whose_iterator_or_best_value_is_not_a_numbe
 
 
 def test_a_dictionary_count_too_long_to_convert_is_one_line():
-    from fairseq_syntax_preprocess.fileio import check_dictionary_file
+    from fairseq_syntax_core.fileio import check_dictionary_file
 
     import tempfile, os
     with tempfile.TemporaryDirectory() as folder:

@@ -19,7 +19,7 @@ from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY, check_
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import quoted
-from fairseq_syntax_preprocess.fileio import check_dictionary_file
+from fairseq_syntax_core.fileio import check_dictionary_file
 
 REMAKE = indexed_files.REBUILD
 

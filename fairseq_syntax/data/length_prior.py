@@ -125,7 +125,7 @@ def write_length_prior(destdir: str, src: str, tgt: str) -> str:
 
     Call it once the train split is binarized (``DataBinError`` when there is none).
     """
-    from fairseq_syntax_preprocess.fileio import atomic_write
+    from fairseq_syntax_core.fileio import atomic_write
 
     prior = estimate_length_prior(destdir, src, tgt)
     path = length_prior_path(destdir, src, tgt)

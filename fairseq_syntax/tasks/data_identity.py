@@ -8,7 +8,7 @@ from fairseq import utils
 
 from fairseq_syntax.data import provenance
 from fairseq_syntax_core.errors import DataBinError, InputError
-from fairseq_syntax_preprocess.fileio import check_bpe_codes
+from fairseq_syntax_core.fileio import check_bpe_codes
 
 from .config import _missing
 

@@ -11,7 +11,7 @@ from torch import Tensor
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
 from fairseq_syntax.reference_scoring import is_reference_scorer
-from fairseq_syntax_preprocess.fileio import BOM, is_visible
+from fairseq_syntax_core.fileio import BOM, is_visible
 
 logger = logging.getLogger("fairseq_syntax.tasks.syntax_translation")
 
