@@ -21,10 +21,10 @@ from fairseq_syntax_core.checkpoint_loader import (allow_fairseq_checkpoints, de
 from fairseq_syntax_core.errors import CheckpointError
 
 from .conftest import REPO, call, tool
+from .helpers import COMMANDS, FIXTURE, _evaluation  # noqa: F401
 
 LOADER = os.path.join("fairseq_syntax_core", "checkpoint_loader.py")
 SCANNED = ("fairseq_syntax", "fairseq_syntax_core", "preprocess", "benchmarks", "tests", "examples", "scripts")
-FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
 REFUSED = r"the checkpoint holds an object that is not allowed \((?:posix|nt|os)\.system\) and was not loaded"
 
 
@@ -108,7 +108,7 @@ def test_a_fairseq_checkpoint_still_loads(tmp_path):
 
 
 def test_the_loader_imports_neither_fairseq_nor_the_plugin():
-    from .test_layering import _modules_after
+    from .helpers import _modules_after
 
     loaded = _modules_after("import fairseq_syntax_core.checkpoint_loader")
     assert not [m for m in loaded if m.split(".")[0] in ("fairseq", "fairseq_syntax", "fairseq_syntax_preprocess")]
@@ -192,15 +192,6 @@ def test_no_code_reads_a_checkpoint_but_the_loader():
     assert not offenders, "read checkpoints with fairseq_syntax_core.checkpoint_loader.load_checkpoint: " + "; ".join(offenders)
 
 
-# ------------------------------------------------------------------------------ every command
-def _evaluation(path) -> str:
-    stats = {"BLEU": [[0.0] * 10], "chrF2": [[0.0] * 18]}
-    path.write_text(json.dumps({"sentences": 1, "signatures": {"BLEU": "s", "chrF2": "s"},
-                                "systems": [{"name": "m", "scores": {"BLEU": 1.0, "chrF2": 1.0}}],
-                                "statistics": {"m": stats}}), encoding="utf-8")
-    return str(path)
-
-
 @pytest.mark.parametrize("which", ["last", "best"])
 def test_report_record_refuses_the_payload(tmp_path, capsys, which):
     from fairseq_syntax_analysis import results as rs
@@ -232,24 +223,6 @@ TASK = ["--user-dir", "fairseq_syntax", "--task", "syntax_translation"]
 TINY = ["--arch", "transformer_dep_rel", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
         "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr", "0.01"]
-COMMANDS = {
-    "report": (["fairseq-syntax-report", "record", "--model", "m", "--seed", "1", "--max-update", "3", "--save-dir",
-                "ckpt", "--commit", "x", "--eval", "t=ev.json", "--out", "r.json"], "ckpt/checkpoint_last.pt"),
-    "generate": (["fairseq-generate", "data-bin", *TASK, "--path", "ckpt/checkpoint_best.pt", "--gen-subset", "test",
-                  "--batch-size", "8"], "ckpt/checkpoint_best.pt"),
-    "interactive": (["fairseq-interactive", "data-bin", *TASK, "--path", "ckpt/checkpoint1.pt", "--source-lang", "en",
-                     "--target-lang", "de"], "ckpt/checkpoint1.pt"),
-    "validate": (["fairseq-validate", "data-bin", *TASK, "--path", "ckpt/checkpoint_last.pt", "--valid-subset", "test",
-                  "--batch-size", "8"], "ckpt/checkpoint_last.pt"),
-    "train-resume": (["fairseq-train", "data-bin", *TASK, *TINY, "--max-update", "2", "--max-tokens", "2000",
-                      "--save-dir", "ckpt", "--valid-subset", "test", "--no-progress-bar", "--cpu"],
-                     "ckpt/checkpoint_last.pt"),
-    "train-restore": (["fairseq-train", "data-bin", *TASK, *TINY, "--max-update", "2", "--max-tokens", "2000",
-                       "--save-dir", "fresh", "--restore-file", "ckpt/checkpoint1.pt", "--valid-subset", "test",
-                       "--no-progress-bar", "--cpu"], "ckpt/checkpoint1.pt"),
-    "awsl": (["fairseq-syntax-awsl", "data-bin", "--path", "ckpt/checkpoint_best.pt", "--split", "test", "--out",
-              "aw/r", "--cpu"], "ckpt/checkpoint_best.pt"),
-}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))  # each stops at the checkpoint: seconds

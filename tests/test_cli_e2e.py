@@ -10,25 +10,9 @@ import shutil
 import pytest
 
 from .conftest import CLI_TINY, SAMPLE, call, spacy_model, tool, train
+from .helpers import ODD, _interactive, generate, interactive, sample_model  # noqa: F401
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
-
-def generate(work, checkpoint, *extra):
-    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
-                   "syntax_translation", "--path", checkpoint, "--gen-subset", "test", "--beam", "3",
-                   "--batch-size", "16", "--remove-bpe", "--max-len-b", "20", *extra], cwd=work)
-    hypotheses = [line for line in result.stdout.splitlines() if line.startswith("H-")]
-    assert len(hypotheses) == 40, result.stdout[-2000:]  # every test sentence, none dropped
-    return result
-
-
-def interactive(work, checkpoint, *extra):
-    text = "A man is riding a bike down the street.\nTwo dogs play in the snow. A child watches them.\n"
-    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
-                   "syntax_translation", "--path", checkpoint, "--source-lang", "en", "--target-lang", "de",
-                   "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes",
-                   "--beam", "2", "--max-len-b", "20", *extra], cwd=work, stdin=text)
-    assert len([l for l in result.stdout.splitlines() if l.startswith("H-")]) == 2, result.stdout[-2000:]
 
 
 def test_fairseq_transformer_baseline_on_the_same_data_bin(outside):
@@ -139,39 +123,9 @@ def test_fairseq_lstm_baseline_of_tree2seq_on_the_same_data_bin(outside):
 
 # ------------------------------------------------- raw text decodes as preprocessing did
 
-#: words whose letters the sample's train set never shows: pieces missing from the dictionary
-ODD = ["The ſkier in a çhic coat is reading a book.", "Zwölf Ölbäume stand in the park.", "A dog runs."]
-
-
-@pytest.fixture(scope="module")
-def sample_model(tmp_path_factory):
-    """A tiny transformer_dep trained on the embedded sample; its test set has unknown pieces."""
-    model = spacy_model()
-    work = tmp_path_factory.mktemp("sample_run")
-    for lang in ("en", "de"):
-        shutil.copy(os.path.join(SAMPLE, f"train.{lang}"), work / f"train.{lang}")
-        with open(os.path.join(SAMPLE, f"test.{lang}"), encoding="utf-8") as handle:
-            lines = [next(handle) for _ in range(12)]
-        extra = ODD if lang == "en" else ["Ein Satz ."] * len(ODD)
-        (work / f"test.{lang}").write_text("".join(lines) + "\n".join(extra) + "\n", encoding="utf-8")
-    call([tool("fairseq-syntax-preprocess"), "-s", "en", "-t", "de", "--trainpref", "train", "--testpref", "test",
-          "--destdir", "data-bin", "--parser", model, "--bpe-symbols", "300", "--joined-dictionary"], cwd=work)
-    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
-          "--arch", "transformer_dep", *CLI_TINY, "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000",
-          "--max-update", "30", "--save-dir", "ckpt", "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1",
-          "--valid-subset", "test"], cwd=work)
-    return work
-
 
 def _hypotheses(stdout):
     return {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in stdout.splitlines() if l.startswith("H-")}
-
-
-def _interactive(work, text, *extra):
-    return call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
-                 "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--source-lang", "en", "--target-lang",
-                 "de", "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes",
-                 "--beam", "2", "--max-len-b", "12", *extra], cwd=work, stdin=text)
 
 
 def test_interactive_parses_the_users_text_as_preprocessing_did(sample_model):
@@ -249,7 +203,7 @@ def test_raw_text_with_another_data_bin_warns_naming_both(sample_model, tmp_path
 def test_tree2seq_trains_on_imported_brackets(tmp_path):
     """The other constituency source: PTB brackets imported by the pipeline (--constituency-parse ptb)."""
     from .conftest import parsed_bin
-    from .test_phrase_structure import HEADS, PTB, SRC, TGT, _conllu
+    from .helpers import HEADS, PTB, PHRASE_SRC as SRC, PHRASE_TGT as TGT, _conllu
 
     splits = {"train": (SRC * 4, TGT * 4, _conllu(SRC * 4, HEADS * 4), PTB * 4),
               "valid": (SRC, TGT, _conllu(SRC, HEADS), PTB)}

@@ -19,27 +19,10 @@ import pytest
 import torch
 
 from .conftest import CLI_TINY, REPO, call, tool
+from .helpers import COMMON, FAMILIES, NSD, RNN_TINY, built_as_fairseq_train_builds  # noqa: F401
 
 DRIVER = os.path.join(REPO, "tests", "rank_driver.py")
-RNN_TINY = ["--encoder-embed-dim", "32", "--encoder-hidden-size", "32", "--decoder-embed-dim", "32",
-            "--decoder-hidden-size", "32", "--decoder-out-embed-dim", "32"]
-NSD = ["--criterion", "label_smoothed_cross_entropy_with_nsd", "--label-smoothing", "0.1"]
 
-#: one model per family of the plugin, with the flags of its tiny version and its criterion
-FAMILIES = {
-    "relative+dependency": ["--arch", "transformer_dep_rel", *CLI_TINY],
-    "gps": ["--arch", "transformer_gps", *CLI_TINY, "--gps-label-dim", "8", "--gps-path-dim", "16"],
-    "pascal": ["--arch", "transformer_pascal", *CLI_TINY, "--pascal-heads", "1"],
-    "structural": ["--arch", "transformer_structural", *CLI_TINY],
-    "features+spe": ["--arch", "transformer_syntax_spe", *CLI_TINY, "--syntax-feature-dim", "8"],
-    "nsd": ["--arch", "transformer_nsd", *CLI_TINY, *NSD],
-    "nsd-both-sides": ["--arch", "transformer_nsd_both", *CLI_TINY, "--share-all-embeddings", *NSD],
-    "tree2seq+blackout": ["--arch", "tree2seq", *RNN_TINY, "--criterion", "blackout", "--blackout-samples", "20"],
-}
-COMMON = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--optimizer", "adam",
-          "--lr", "0.002", "--max-tokens", "400", "--seed", "1", "--cpu", "--no-epoch-checkpoints",
-          "--disable-validation", "--no-progress-bar", "--log-format", "json", "--log-interval", "1",
-          "--num-workers", "0"]
 UPDATES = 3
 
 
@@ -193,23 +176,6 @@ def test_an_nsd_model_trained_without_its_criterion_leaves_the_distance_classifi
     unused = parameters_without_gradient(work, flags)
     assert unused and all("nsd" in name or "distance" in name for name in unused), unused
     assert not parameters_without_gradient(work, flags + ["--no-nsd-predict"])
-
-
-def built_as_fairseq_train_builds(data_bin, flags):
-    """(task, model, criterion, first training batch) of ``fairseq-train DATA_BIN FLAGS``, in this process."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    argv = [str(data_bin), *COMMON[1:], *flags]
-    argv[argv.index("--user-dir") + 1] = os.path.join(REPO, "fairseq_syntax")
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
-    torch.manual_seed(1)
-    task = tasks.setup_task(cfg.task)
-    task.load_dataset("train")
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    batches = task.get_batch_iterator(task.dataset("train"), max_tokens=400, seed=1).next_epoch_itr(shuffle=False)
-    return task, model, criterion, next(batches)
 
 
 def parameters_without_gradient(work, flags):

@@ -24,23 +24,10 @@ from fairseq_syntax_core import interrupts
 from fairseq_syntax_core.fileio import atomic_write_with
 
 from .conftest import REPO, SRC, TGT, call, corpus, spacy_model, tool, write
+from .helpers import TINY, one_line_error  # noqa: F401
 
 FIXTURE_BIN = os.path.join(REPO, "tests", "fixtures", "release_0_1", "data-bin")
 FIXTURE_GPS = os.path.join(REPO, "tests", "fixtures", "release_0_1", "checkpoints", "transformer_gps.pt")
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
-        "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
-        "--decoder-attention-heads", "2"]
-
-
-def one_line_error(result, prog: str, *named: str) -> str:
-    """The last stderr line of a refused command: ``PROG: error: ...`` naming each of ``named``; no traceback."""
-    assert result.returncode not in (0, None), result.stdout[-2000:]
-    assert "Traceback" not in result.stderr, result.stderr[-4000:]
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"{prog}: error: "), result.stderr[-3000:]
-    for name in named:
-        assert name in last, last
-    return last
 
 
 # ------------------------------------------------------------------ the message of an OSError
@@ -211,7 +198,7 @@ def test_a_checkpoint_on_a_full_disk_is_one_line_naming_it(fixture_work):
 def target_nsd(tmp_path_factory):
     """A tiny transformer_nsd_target trained on tests/test_target_syntax.py's hand-parsed en-fr data-bin,
     and the same data-bin without its target parse."""
-    from .test_target_syntax import _bin
+    from .helpers import _bin
 
     root = tmp_path_factory.mktemp("score_reference")
     (root / "parsed").mkdir()
@@ -245,7 +232,7 @@ def test_score_reference_equals_the_teacher_forced_forward_with_gold_distances(t
     from fairseq import checkpoint_utils
 
     from fairseq_syntax.data.target_syntax import NET_INPUT_KEY
-    from .test_target_syntax import _task
+    from .helpers import _task
 
     _, parsed, _, checkpoint = target_nsd
     task = _task(parsed)

@@ -9,7 +9,7 @@ computes in float32, zeros elsewhere) never turn a row into NaN.
 import pytest
 import torch
 
-from .test_distributed import FAMILIES, built_as_fairseq_train_builds
+from .helpers import FAMILIES, built_as_fairseq_train_builds
 
 
 def to_device_dtype(batch, dtype):

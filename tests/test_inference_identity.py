@@ -12,7 +12,7 @@ from collections import namedtuple
 import pytest
 import torch
 
-from .test_cli_e2e import _interactive, sample_model  # noqa: F401  (the tiny transformer_dep of the sample)
+from .helpers import _interactive, sample_model  # noqa: F401  (the tiny transformer_dep of the sample)
 
 #: groups of lines with equal ids but different words (one, two or more unknown words)
 GROUPS = [

@@ -5,13 +5,7 @@ import subprocess
 import sys
 
 import pytest
-
-
-def _modules_after(statement: str):
-    code = f"import sys; {statement}; import json; print(json.dumps(sorted(sys.modules)))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.splitlines()[-1])
+from .helpers import _modules_after  # noqa: F401
 
 
 @pytest.mark.parametrize("module", ["fairseq_syntax_preprocess.cli", "fairseq_syntax_preprocess.stages"])

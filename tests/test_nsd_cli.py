@@ -3,7 +3,7 @@
 import pytest
 
 from .conftest import spacy_model, train
-from .test_cli_e2e import generate, interactive
+from .helpers import generate, interactive
 
 pytestmark = pytest.mark.slow  # end-to-end runs of the installed commands
 

@@ -125,7 +125,7 @@ def test_eos_gets_no_gradient_and_padding_neither():
 
 def test_criterion_weights_each_term():
     model, _ = build("transformer_nsd")
-    from .test_syntax_inputs import nsd_sample
+    from .helpers import nsd_sample
 
     sample = nsd_sample(model, [(table1_tokens(), table1_features(model.syntax_inputs())),
                                 other_sentence(model.syntax_inputs())])

@@ -179,7 +179,7 @@ def _check_phrases_follow_the_heads(data_bin):
 
 
 def test_imported_brackets_are_kept_when_the_dependency_parse_is_perturbed(tmp_path):
-    from .test_phrase_structure import HEADS, PTB, SRC, TGT, _conllu
+    from .helpers import HEADS, PTB, PHRASE_SRC as SRC, PHRASE_TGT as TGT, _conllu
 
     source = parsed_bin(tmp_path, {"train": (SRC, TGT, _conllu(SRC, HEADS), PTB), "test": (SRC, TGT, _conllu(SRC, HEADS), PTB)},
                         bpe_symbols=20, extra=["--constituency-parse", "ptb"])

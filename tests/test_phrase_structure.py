@@ -12,6 +12,7 @@ from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency, merge_
 from fairseq_syntax_core.stream_checks import check_merges
 
 from .conftest import parsed_bin, syntax_task
+from .helpers import HEADS, PTB, PHRASE_SRC as SRC, PHRASE_TGT as TGT, _conllu  # noqa: F401
 
 
 # ------------------------------------------------------------------ dependency conversion
@@ -82,23 +83,6 @@ def test_ptb_and_moses_escapes_compare_equal():
                         ("1\\/2", "1/2"), ("&", "&amp;")]:
         assert leaf_view(leaf) == leaf_view(token), (leaf, token)
     assert leaf_view("ca") != leaf_view("can")
-
-
-def _conllu(lines, heads):
-    out = []
-    for line, hs in zip(lines, heads):
-        rows = [f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else 'dep'}\t_\t_"
-                for i, (w, h) in enumerate(zip(line.split(), hs), start=1)]
-        out.append("\n".join(rows) + "\n\n")
-    return "".join(out)
-
-
-SRC = ["the big dog barked loudly .", "a cat slept .", "birds sing ."]
-TGT = ["der große Hund bellte laut .", "eine Katze schlief .", "Vögel singen ."]
-HEADS = [[3, 3, 4, 0, 4, 4], [2, 3, 0, 3], [2, 0, 2]]
-PTB = ["(ROOT (S (NP (DT the) (JJ big) (NN dog)) (VP (VBD barked) (ADVP (RB loudly))) (. .)))",
-       "(S (NP (DT a) (NN cat)) (VP (VBD slept)) (. .))",
-       "(S (NP birds) (VP sing) (. .))"]
 
 
 def _stored(data_bin, split="train"):

@@ -10,7 +10,7 @@ import pytest
 from fairseq_syntax_analysis import results as rs
 from fairseq_syntax_analysis.evaluate import cli_main as evaluate_main
 from .conftest import parsed_bin, write
-from .test_results_report import REFS, fake_result
+from .helpers import REFS, fake_result
 
 HOSTILE = ["a|b", "x\ny", "`code`", "<script>alert(1)</script>", "$\\frac$", "**bold**", "a\\|b", "[l](http://x)",
            "&lt;", "_u_", " spaced ", "|", "``", "\\", "a\r\n\n|b"]

@@ -16,23 +16,7 @@ from fairseq_syntax_analysis import scoring
 
 from . import fork_server
 from .conftest import REPO, SAMPLE, tool
-
-REFS = ["a man rides a red bike", "two dogs play in the snow", "a woman reads a book", "kids swim in a lake"] * 5
-
-
-def fake_result(model, seed, hyps, updates=2000, cap=2000, patience=None):
-    metric = scoring.make_metric("BLEU")
-    stats = scoring.sentence_statistics(metric, hyps, REFS)
-    chrf = scoring.make_metric("chrF2")
-    cstats = scoring.sentence_statistics(chrf, hyps, REFS)
-    facts = {"last_updates": updates, "last_epoch": 9, "best_epoch": 7, "best_updates": updates - 200,
-             "best_valid_loss": 4.1}
-    evaluation = {"sentences": len(REFS), "signatures": {"BLEU": "sig", "chrF2": "sig"},
-                  "systems": [{"name": model, "scores": {"BLEU": scoring.corpus_score(metric, stats),
-                                                         "chrF2": scoring.corpus_score(chrf, cstats)}}],
-                  "statistics": {model: {"BLEU": stats, "chrF2": cstats}}, "hypotheses": {model: hyps}}
-    return rs.build_result(model, model, seed, "", cap, facts, {"test_2016_flickr": evaluation}, "abc1234",
-                           "cpu", 10.0, patience)
+from .helpers import REFS, _folder, fake_result  # noqa: F401
 
 
 def test_result_says_early_stopped_or_capped():
@@ -176,7 +160,6 @@ def test_en_fr_recipe_trains_target_side_nsd_against_the_transformer(tmp_path):
     assert both["best_valid"]["nll_loss_fed"] == pytest.approx(both["best_valid_loss"], abs=1e-3)
 
 
-
 @pytest.mark.slow
 def test_parse_noise_recipe_plots_bleu_against_p(tmp_path):
     """examples/dep_rel/parse_noise.sh on the recipe's checkpoints: the test set decoded under perturbed
@@ -238,15 +221,6 @@ def test_record_refuses_an_evaluation_of_several_systems(tmp_path):
     path.write_text(json.dumps({"sentences": 1, "systems": [{"name": "a", "scores": {}}, {"name": "b", "scores": {}}]}))
     with pytest.raises(rs.InputError, match="evaluates 2 systems"):
         rs.read_evaluation(str(path))
-
-
-# ------------------------------------------------------------------ hostile inputs (session 27)
-def _folder(tmp_path, results, name="r"):
-    folder = tmp_path / name
-    folder.mkdir()
-    for r in results:
-        (folder / f"{r['model']}.seed{r['seed']}.json").write_text(json.dumps(r), encoding="utf-8")
-    return folder
 
 
 def test_sentences_in_another_order_are_not_paired(tmp_path):

@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from .conftest import call, tool
-from .test_checkpoint_loader import COMMANDS, FIXTURE, _evaluation
+from .helpers import COMMANDS, FIXTURE, _evaluation
+from .helpers import _fairseq_state  # noqa: F401
 
 TARGET_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "target_side_8b0e53c")
 #: the target-side fixture's model records these codes' hash; the release fixture's codes are others
@@ -38,16 +39,6 @@ def _short(path) -> str:
 
     with open(path, "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()[:12]
-
-
-def _fairseq_state(**changes):
-    """A fairseq-shaped checkpoint state (``cfg`` settings, tensor weights, optimizer history), changed."""
-    state = {"model": {"w": torch.ones(2)}, "args": None,
-             "cfg": {"_name": None, "model": {"_name": "transformer"}, "task": {"_name": "translation"}},
-             "optimizer_history": [{"num_updates": 3}], "extra_state": {"train_iterator": {"epoch": 1}},
-             "task_state": {}, "criterion": None}
-    state.update(changes)
-    return state
 
 
 #: what the review found: states that load weights-only and fail inside fairseq, and what the error says

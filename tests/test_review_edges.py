@@ -20,7 +20,7 @@ import pytest
 from fairseq_syntax_core.errors import InputError, UsageError
 
 from .conftest import REPO, call, corpus, tool, write
-from .test_edge_errors import TINY, one_line_error
+from .helpers import TINY, one_line_error
 
 FIXTURE_BIN = os.path.join(REPO, "tests", "fixtures", "release_0_1", "data-bin")
 FIXTURE_GPS = os.path.join(REPO, "tests", "fixtures", "release_0_1", "checkpoints", "transformer_gps.pt")

@@ -15,7 +15,7 @@ from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 from fairseq_syntax_preprocess import perturb as pt
 from fairseq_syntax_preprocess.destdir import our_metadata
 from .conftest import REPO
-from .test_untrusted_names import small_bin  # noqa: F401 (a fixture: the pipeline's data-bin of two hand-made parses)
+from .helpers import small_bin  # noqa: F401 (a fixture: the pipeline's data-bin of two hand-made parses)
 
 DEEP = "[" * 100000 + "]" * 100000
 LONG_NUMBER = "9" * 5000
@@ -239,14 +239,14 @@ def test_no_module_reads_a_json_file_but_the_shared_reader():
 
 # ------------------------------------------------------------------ 5. values of files in messages
 def _results_folder(tmp_path, results):
-    from .test_results_report import _folder
+    from .helpers import _folder
 
     return _folder(tmp_path, results)
 
 
 def test_a_second_result_names_the_model_escaped(tmp_path, capsys):
     from fairseq_syntax_analysis import results as rs
-    from .test_results_report import REFS, fake_result
+    from .helpers import REFS, fake_result
 
     folder = _results_folder(tmp_path, [fake_result(HOSTILE_TEXT, 1, REFS)])
     (folder / "first\nforged.json").write_text(json.dumps(fake_result(HOSTILE_TEXT, 1, REFS)), encoding="utf-8")
@@ -257,7 +257,7 @@ def test_a_second_result_names_the_model_escaped(tmp_path, capsys):
 
 def test_signatures_of_different_settings_are_named_escaped(tmp_path, capsys):
     from fairseq_syntax_analysis import results as rs
-    from .test_results_report import REFS, fake_result
+    from .helpers import REFS, fake_result
 
     base, other = fake_result("transformer", 1, REFS), fake_result("other", 1, REFS)
     for result, signature in ((base, "nrefs:1\nforged"), (other, HOSTILE_TEXT)):

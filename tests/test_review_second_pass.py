@@ -8,7 +8,7 @@ from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.length_prior import MAX_SOURCE_LENGTH, LengthPrior
 from fairseq_syntax_core.shards import missing_shards
 
-from .test_review_checkpoints import _fairseq_state
+from .helpers import _fairseq_state
 
 
 def test_a_length_table_with_a_forged_source_length_is_refused_before_any_allocation():

@@ -44,6 +44,7 @@ from .conftest import (
     table1_features,
     table1_tokens,
 )
+from .helpers import nsd_sample  # noqa: F401
 
 # ----------------------------------------------------------------- paper 003 Table I
 
@@ -226,18 +227,6 @@ def test_padding_contributes_nothing_to_nsd_losses():
     (batched["mse"] + batched["rank"] + batched["ent"]).backward()
     assert torch.all(logits.grad[1, :3] == 0)
     assert logits.grad[1, 3:].abs().sum() > 0
-
-
-def nsd_sample(model, sentences):
-    src, lengths, syntax = batch(model, sentences)
-    target = torch.tensor([[WORDS.index("a"), WORDS.index("b"), WORDS.eos()]] * len(sentences))
-    prev = torch.cat([torch.full((len(sentences), 1), WORDS.eos()), target[:, :-1]], 1)
-    return {
-        "id": torch.arange(len(sentences)),
-        "net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev, "src_syntax": syntax},
-        "target": target,
-        "ntokens": int(target.numel()),
-    }
 
 
 def test_criterion_adds_weighted_nsd_losses_and_ignores_padding():

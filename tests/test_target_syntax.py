@@ -20,6 +20,7 @@ from fairseq_syntax.data.target_syntax import NET_INPUT_KEY, SAMPLE_KEY
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 
 from .conftest import CLI_TINY, call, conllu_for, en_fr_preprocess_argv, sample_en_fr, tool, write
+from .helpers import TGT_FR, _bin, _task  # noqa: F401
 
 # ------------------------------------------------------------- collation by hand
 #: two target sentences (without </s>) and their heads: "a b c" (b is the root), "d e" (d is the root)
@@ -117,33 +118,6 @@ def test_nothing_is_collated_unless_a_model_asks():
 
 # ------------------------------------------------------------- data-bins from hand-made parses
 SRC = ["The dog runs .", "A cat sleeps on the mat .", "Birds sing ."]
-TGT_FR = ["Le chien court .", "Un chat dort sur le tapis .", "Les oiseaux chantent ."]
-
-
-def _bin(folder, target_conllu=True, extra=()):
-    """An en-fr data-bin from hand-made parses of both sides (no parser needed); returns its path."""
-    from fairseq_syntax_preprocess.cli import get_parser, run
-
-    argv = ["-s", "en", "-t", "fr", "--pretokenized", "--external-parse", "conllu", "--bpe-symbols", "5",
-            "--joined-dictionary", "--destdir", str(folder / "bin")]
-    for split in ("train", "valid"):
-        write(folder / f"{split}.en", "\n".join(SRC) + "\n")
-        write(folder / f"{split}.fr", "\n".join(TGT_FR) + "\n")
-        write(folder / f"{split}.en.conllu", conllu_for(SRC))
-        write(folder / f"{split}.fr.conllu", conllu_for(TGT_FR))
-        argv += [f"--{split}pref", str(folder / split)]
-    if target_conllu:
-        argv += ["--target-external-parse", "conllu"]
-    run(get_parser().parse_args(argv + list(extra)))
-    return folder / "bin"
-
-
-def _task(data_bin):
-    from fairseq_syntax.tasks.syntax_translation import SyntaxTranslationConfig, SyntaxTranslationTask
-
-    cfg = SyntaxTranslationConfig(_name="syntax_translation", data=str(data_bin), source_lang="en", target_lang="fr",
-                                  train_subset="train", dataset_impl="mmap", required_seq_len_multiple=1)
-    return SyntaxTranslationTask.setup_task(cfg)
 
 
 class _TargetModel:

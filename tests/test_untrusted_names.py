@@ -12,6 +12,7 @@ from fairseq_syntax_core.errors import DataBinError
 from fairseq_syntax_preprocess import perturb as pt
 from fairseq_syntax_preprocess.destdir import our_metadata
 from .conftest import REPO, call, parsed_bin, syntax_task, tool
+from .helpers import small_bin  # noqa: F401
 
 RELEASE_0_1 = os.path.join(REPO, "tests", "fixtures", "release_0_1", "data-bin")
 HOSTILE = ["../payload", "a/b", "", ".", "..", "te\x00st", "te\nst", "test/../../payload", "te\\st", "test ok",
@@ -27,17 +28,6 @@ def _files(root):
             st = os.lstat(path)
             found[path] = (st.st_size, st.st_mtime_ns)
     return found
-
-
-@pytest.fixture(scope="module")
-def small_bin(tmp_path_factory):
-    src = ["the big dog runs .", "birds sing"]
-    conll = lambda words, heads: "".join(
-        f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else ('dep', 'obj')[i % 2]}\t_\t_\n"
-        for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
-    trees = conll(src[0].split(), [3, 3, 4, 0, 4]) + conll(src[1].split(), [2, 0])
-    tgt = ["der große Hund rennt .", "Vögel singen"]
-    return parsed_bin(tmp_path_factory.mktemp("small"), {"train": (src, tgt, trees), "test": (src, tgt, trees)})
 
 
 def _hostile_copy(small_bin, root, edit):
