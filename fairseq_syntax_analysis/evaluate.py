@@ -211,7 +211,7 @@ def format_tables(report: Dict) -> str:
         lines.append(f"{RIBES}: {report['signatures'][RIBES]}")
     for key, b in report.get("buckets", {}).items():
         lines.append("")
-        lines.append(f"BLEU by {b['title']} ({report['source']})")
+        lines.append(f"BLEU by {b['title']} ({one_line(report['source'])})")
         head = ["bucket", "sentences"] + [s["name"] for s in report["systems"]]
         rows = []
         for i, name in enumerate(b["names"]):

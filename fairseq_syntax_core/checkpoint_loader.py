@@ -184,6 +184,11 @@ def _settings_problem(state: dict) -> Optional[str]:
                 continue
             if section is not None and not isinstance(section, (Mapping, argparse.Namespace)):
                 return f"its cfg['{name}'] is {_a(section)}, not a section of settings"
+    for settings in (args, cfg.get("model") if isinstance(cfg, Mapping) else None):
+        version = (vars(settings) if isinstance(settings, argparse.Namespace) else settings or {}).get(
+            "syntax_format_version") if isinstance(settings, (argparse.Namespace, Mapping)) else None
+        if version is not None and not _count(version, 1000):
+            return f"its model format syntax_format_version {_shown(version)} is not a format number"
     if args is None:
         if cfg is None:
             return "it holds neither 'cfg' nor 'args' (the settings the model was trained with)"
@@ -214,10 +219,33 @@ def _training_state_problem(state: dict) -> Optional[str]:
     for name in _OPTIONAL_SECTIONS:
         if state.get(name) is not None and not isinstance(state[name], Mapping):
             return f"its '{name}' is {_a(state[name])}, not a dict"
-    iterator = (state.get("extra_state") or {}).get("train_iterator")
+    extra = state.get("extra_state") or {}
+    iterator = extra.get("train_iterator")
     if iterator is not None and not isinstance(iterator, Mapping):
         return f"its extra_state's train_iterator is {_a(iterator)}, not a dict"
+    for key, bound in (("epoch", MAX_EPOCHS), ("iterations_in_epoch", MAX_UPDATES)):
+        value = (iterator or {}).get(key)
+        if value is not None and not _count(value, bound):
+            return f"its train_iterator's {key} {_shown(value)} is not a count (0 to {bound})"
+    for key in ("best", "previous_training_time"):  # fairseq compares and adds them as numbers
+        value = extra.get(key)
+        if value is not None and not _real(value):
+            return f"its extra_state's {key} {_shown(value)} is not a number"
+    metrics = extra.get("metrics")
+    if metrics is not None and not (isinstance(metrics, Mapping) and all(isinstance(v, (list, tuple))
+                                                                         for v in metrics.values())):
+        return f"its extra_state's metrics is {_a(metrics)}, not fairseq's dict of meters"
     return None
+
+
+def _count(value: Any, bound: int) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= int(value) <= bound
+
+
+def _real(value: Any) -> bool:
+    if torch.is_tensor(value):
+        return value.numel() == 1 and not value.is_complex()
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def structure_problem(state: Any) -> Optional[str]:
@@ -243,6 +271,8 @@ def structure_problem(state: Any) -> Optional[str]:
         if value.layout != torch.strided or value.is_meta or value.is_quantized:
             kind = "meta" if value.is_meta else "quantized" if value.is_quantized else str(value.layout).split(".")[-1]
             return f"its 'model' entry {_shown(key)} is a {kind} tensor, not dense weights"
+        if value.is_complex() or (key.endswith((".weight", ".bias")) and not value.is_floating_point()):
+            return f"its 'model' entry {_shown(key)} holds {value.dtype} numbers, not real-valued weights"
     return _settings_problem(state) or _training_state_problem(state)
 
 
@@ -267,8 +297,13 @@ _EXTENT = re.compile(r"(positions|max_distance|_dim)$")
 MAX_SIZE_OPTION = 1 << 20
 #: the most elements one tensor built from the settings may have (4 GiB of float32)
 MAX_TENSOR_ELEMENTS = 1 << 30
-#: the most updates a checkpoint may say it was trained for
+#: the most updates a checkpoint may say it was trained for, and the most epochs
 MAX_UPDATES = 10 ** 12
+MAX_EPOCHS = 10 ** 9
+#: the most elements the weights built from the settings may have in all (layers x width x width or FFN)
+MAX_MODEL_ELEMENTS = 1 << 34
+#: the deepest stack of layers a setting may ask for (DeepNet's 1,000 encoder layers are within it)
+MAX_LAYERS = 4096
 
 
 def _shown(value: Any, limit: int = 60) -> str:
@@ -303,6 +338,9 @@ def settings_size_problem(settings: Mapping, where: str,
     for key, value in settings.items():
         if not (isinstance(key, str) and _SIZE_OPTION.search(key)) or isinstance(value, bool) or value is None:
             continue
+        if isinstance(value, str) and not key.endswith("_layers"):  # a size fairseq builds from (layer *lists*
+            # such as --gps-layers "0,2" are strings by design; layer counts are ints)
+            return f"{where} setting {named(key, value)} is not a number{consequence}"
         if isinstance(value, (int, float, np.integer, np.floating)):
             whole = np.isfinite(value) and float(value).is_integer()
             if not whole or not 0 <= value <= MAX_SIZE_OPTION:
@@ -316,6 +354,17 @@ def settings_size_problem(settings: Mapping, where: str,
         both = f"{named(wkey, width)} squared" if wkey == ekey else f"{named(wkey, width)} and {named(ekey, extent)}"
         return (f"{where} settings {both} make a tensor of {width * extent} elements (at most "
                 f"{MAX_TENSOR_ELEMENTS}){consequence}")
+    layers = sorted(((v, k) for k, v in sizes.items() if k.endswith("_layers")), reverse=True)
+    if layers and layers[0][0] > MAX_LAYERS:  # each layer is dozens of Python modules: a million of them never end
+        return (f"{where} setting {named(layers[0][1], layers[0][0])} is beyond any model's depth (at most "
+                f"{MAX_LAYERS} layers){consequence}")
+    wide = sorted(((v, k) for k, v in sizes.items() if k.endswith("_dim")), reverse=True)
+    if layers and len(wide) >= 1:
+        (count, lkey), (width, wkey) = layers[0], wide[0]
+        inner = wide[1][0] if len(wide) > 1 else width
+        if count * width * max(inner, 1) > MAX_MODEL_ELEMENTS:
+            return (f"{where} settings {named(lkey, count)} and {named(wkey, width)} make layers of more than "
+                    f"{MAX_MODEL_ELEMENTS} weights in all{consequence}")
     return None
 
 

@@ -234,7 +234,7 @@ def error_message(error: BaseException) -> str:
     is ``str(error)``.
     """
     if isinstance(error, OSError) and not isinstance(error, UserError) and error.strerror:
-        files = [os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f)
+        files = [one_line(os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f))
                  for f in (error.filename, error.filename2) if f is not None]
         message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
         hint = _OS_HINTS.get(error.errno)
@@ -244,7 +244,7 @@ def error_message(error: BaseException) -> str:
             blocking = file_in_the_way(files[0])  # fairseq-generate --results-path FILE
             hint = f"{blocking} is a file, not a folder" if blocking is not None else hint
         return f"{message}; {hint}" if hint else message
-    return str(error) or type(error).__name__
+    return one_line(str(error)) or type(error).__name__  # every message one line, whatever values it holds
 
 
 def print_error(prog: str, error: BaseException, note: str = "") -> int:

@@ -327,3 +327,62 @@ def test_data_bin_files_that_are_folders_are_named_as_such(tmp_path):
     (tmp_path / "t.bin").mkdir()
     with pytest.raises(DataBinError, match="t.bin: is not a regular file"):
         check_indexed_dataset(str(tmp_path / "t"))
+
+
+# ------------------------------------------------------------------ a fourth pass (fresh cases per class)
+
+@pytest.mark.parametrize("value", ["[1]", "7", '"x"'])
+def test_a_provenance_that_is_not_an_object_is_unchecked_not_a_crash(value):
+    from fairseq_syntax.data import provenance
+
+    assert provenance.decode(value) is None
+    assert "records no hashes" in provenance.unchecked(provenance.decode(value))
+
+
+def test_a_malformed_bpe_codes_hash_is_reported_unchecked_not_compared():
+    import json
+
+    from fairseq_syntax.data import provenance
+
+    trained = provenance.decode(json.dumps({"bpe_codes_sha256": "zz", "dictionaries_sha256": {"dict.en.txt": "a" * 64}}))
+    assert provenance.differing_files(trained, {"bpe_codes_sha256": "b" * 64}) == []
+    assert provenance.unchecked(trained) == "records a bpe_codes_sha256 that is not a SHA-256"
+
+
+def test_every_error_message_is_one_line_whatever_values_it_holds():
+    from fairseq_syntax_core.errors import UsageError
+    from fairseq_syntax_core.interrupts import error_message
+
+    message = error_message(UsageError("--splits x\x1b[31mR\nY: the data-bin holds ['test']"))
+    assert "\n" not in message and "\x1b" not in message
+    assert "\n" not in error_message(FileNotFoundError(2, "No such file", "a\nb\x1b"))
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: setattr(s["cfg"]["model"], "encoder_layers", 1 << 20), "beyond any model's depth"),
+    (lambda s: setattr(s["cfg"]["model"], "encoder_embed_dim", "16"), "is not a number"),
+    (lambda s: setattr(s["cfg"]["model"], "syntax_format_version", "3\n4"), "not a format number"),
+    (lambda s: s.__setitem__("model", {k: v.to(__import__("torch").complex64) for k, v in s["model"].items()}),
+     "not real-valued"),
+    (lambda s: s.__setitem__("model", {k: (v * 100).to(__import__("torch").int8) for k, v in s["model"].items()}),
+     "not real-valued"),
+    (lambda s: s["extra_state"].__setitem__("best", "abc"), "best 'abc' is not a number"),
+    (lambda s: s["extra_state"].__setitem__("metrics", {"train": 5}), "metrics"),
+    (lambda s: s["extra_state"].__setitem__("previous_training_time", "x"), "previous_training_time"),
+    (lambda s: s["extra_state"]["train_iterator"].__setitem__("epoch", 10 ** 15), "epoch"),
+    (lambda s: s["extra_state"]["train_iterator"].__setitem__("iterations_in_epoch", 10 ** 15),
+     "iterations_in_epoch"),
+])
+def test_forged_checkpoint_fields_are_refused_naming_the_file(tmp_path, edit, words):
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint, load_fairseq_checkpoint
+    from fairseq_syntax_core.errors import CheckpointError
+
+    state = load_checkpoint(os.path.join(RELEASE_0_2, "checkpoints", "transformer_gps.pt"))
+    state["extra_state"].setdefault("train_iterator", {"epoch": 2, "iterations_in_epoch": 0})
+    edit(state)
+    torch.save(state, tmp_path / "forged.pt")
+    with pytest.raises(CheckpointError) as error:
+        load_fairseq_checkpoint(str(tmp_path / "forged.pt"))
+    assert "forged.pt" in str(error.value) and words in str(error.value) and "\n" not in str(error.value)

@@ -47,6 +47,9 @@ NO_BPE = "none"
 #: {file name: SHA-256 of its ids} of the data-bin's dictionaries (text, and each symbol stream's, both
 #: sides): :func:`dictionary_ids_sha256`
 DICTIONARIES = "dictionaries_sha256"
+#: set by :func:`decode` to the name of a field whose value was not a hash (not compared, reported unchecked)
+MALFORMED = "_malformed"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: the fields compared when raw text is parsed (:func:`differences`)
 FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
 #: how many hex digits of a hash messages show
@@ -121,10 +124,16 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
         return None
     try:
         data = json.loads(value) if isinstance(value, str) else dict(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):  # a forged record ("[1]", "7"): nothing to compare, warned as unchecked
         return None
     hashes = data.get(DICTIONARIES)
     decoded = {k: data.get(k) for k in FIELDS}
+    codes = decoded.get("bpe_codes_sha256")
+    if codes is not None and not (codes == NO_BPE or (isinstance(codes, str) and _HEX64.fullmatch(codes))):
+        decoded["bpe_codes_sha256"] = None  # malformed: not compared (unchecked() says so)
+        decoded[MALFORMED] = "bpe_codes_sha256"
     if isinstance(hashes, dict):
         decoded[DICTIONARIES] = dict(hashes)
     return decoded
@@ -185,6 +194,8 @@ def unchecked(trained: Optional[Dict], now: Optional[Dict] = None) -> Optional[s
     dictionary hashes (or an empty or malformed table), or no hash of a text dictionary ``now`` holds."""
     if not trained:
         return "records no hashes of its data-bin's dictionaries and BPE codes"
+    if trained.get(MALFORMED):
+        return f"records a {trained[MALFORMED]} that is not a SHA-256"
     hashes = trained.get(DICTIONARIES)
     if not isinstance(hashes, dict) or not hashes or not all(
             isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for v in hashes.values()):

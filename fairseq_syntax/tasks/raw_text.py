@@ -12,6 +12,7 @@ from fairseq_syntax.data import provenance
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
 from fairseq_syntax.reference_scoring import is_reference_scorer
 from fairseq_syntax_core.fileio import BOM, is_visible
+from fairseq_syntax_core.oneline import one_line, quoted
 
 logger = logging.getLogger("fairseq_syntax.tasks.syntax_translation")
 
@@ -135,13 +136,13 @@ class RawTextInference:
         now["bpe_codes_sha256"] = None  # compared with the dictionaries when the checkpoint was loaded
         notes = provenance.differences(trained, now)
         if override and trained.get("parser") not in (None, override):
-            logger.info(f"--syntax-parser {override} parses raw text on purpose; the model was trained "
-                        f"on parses of {trained['parser']}")
+            logger.info(f"--syntax-parser {one_line(override)} parses raw text on purpose; the model was trained "
+                        f"on parses of {quoted(trained['parser'])}")
             notes = [n for n in notes if not n.startswith(("parser:", "parser_version:"))]
         if notes:
             logger.warning(
                 "raw text is parsed and segmented differently from the model's training data ("
-                + "; ".join(notes) + f"; data-bin {self.cfg.data}): the model sees parses it was not trained on. "
+                + "; ".join(notes) + f"; data-bin {one_line(self.cfg.data)}): the model sees parses it was not trained on. "
                 "Decode with the data-bin the model was trained on, install the parser version it used, "
                 "or choose a parser on purpose with --syntax-parser"
             )

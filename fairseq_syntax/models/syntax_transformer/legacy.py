@@ -21,6 +21,8 @@ from typing import Any, Dict, Tuple
 
 from fairseq.utils import safe_getattr
 
+from fairseq_syntax_core.oneline import one_line
+
 from .components.relative import CLIP_OPTIONS
 from .options import FEATURE_ALIASES, parse_bool
 
@@ -91,7 +93,10 @@ def model_format(args: Any) -> int:
         try:
             return int(stored)
         except (TypeError, ValueError):
-            raise ValueError(f"{FORMAT_KEY} {stored!r}: expected an integer model format") from None
+            from .options import ModelOptionError
+
+            raise ModelOptionError(f"{FORMAT_KEY} {one_line(repr(stored))[:40]}: expected an integer model format "
+                                   "(the stored args of a checkpoint: edited?)") from None
     if safe_getattr(args, "rel_no_keys", None) is not None:
         return 1
     if safe_getattr(args, "syntax_num_labels", None) is not None:
