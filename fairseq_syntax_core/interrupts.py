@@ -258,6 +258,11 @@ def print_error(prog: str, error: BaseException, note: str = "") -> int:
     return 1
 
 
+#: what fairseq raises when one of its settings is out of range (it checks few of them up front)
+_FAIRSEQ_SETTING_ERRORS = (AssertionError, ValueError, ZeroDivisionError, TypeError, KeyError, IndexError,
+                           OverflowError, StopIteration)
+
+
 def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
     """The one line for a usage error of fairseq's own commands, or None for any other error.
 
@@ -295,14 +300,17 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
             m.split(".")[0] == "fairseq_cli" and "model_overrides" in linecache.getline(
                 f.tb_frame.f_code.co_filename, f.tb_lineno) for m, f in zip(modules, frames)):
         return f"--model-overrides: not a Python dict literal such as \"{{'beam': 5}}\" ({one_line(text)[:120]})"
-    if not isinstance(error, AssertionError) or not str(error).strip():
-        return None
-    while traceback is not None and traceback.tb_next is not None:  # the frame that raised
-        traceback = traceback.tb_next
-    module = traceback.tb_frame.f_globals.get("__name__", "") if traceback is not None else ""
-    if module.split(".")[0] != "fairseq_cli":
-        return None
-    return " ".join(str(error).split())
+    if isinstance(error, AssertionError) and text.strip() and modules and modules[-1].split(".")[0] == "fairseq_cli":
+        return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
+    if frames and isinstance(error, _FAIRSEQ_SETTING_ERRORS) and not isinstance(error, UserError) \
+            and modules[-1].split(".")[0] in ("fairseq", "fairseq_cli") \
+            and any(m.split(".")[0] == "fairseq_cli" for m in modules):
+        # raised inside fairseq by one of its own settings it does not check (--update-freq 0, --log-interval 0,
+        # --adam-betas '(0.9,)', --constraints in fairseq-generate...): its message, one line, where it came from
+        return (f"fairseq ({modules[-1]}) stopped on its settings: {type(error).__name__}: "
+                f"{one_line(text)[:200] or '?'} (check the options given to it; FAIRSEQ_SYNTAX_TRACEBACK=1 shows "
+                "the traceback)")
+    return None
 
 
 def _prog() -> str:

@@ -155,12 +155,14 @@ class LengthPrior:
         for row in rows:
             if not (isinstance(row, list) and len(row) == 3 and all(_is_int(v) for v in row)):
                 raise ValueError(f"a count must be [source length, target length, count], got {row!r}")
+            if not all(0 <= v <= MAX_COUNT for v in row):  # a float64 table holds them exactly
+                raise ValueError(f"a count row holds a value outside 0..{MAX_COUNT} (lengths and counts of lines)")
             if (row[0], row[1]) in counts:
                 raise ValueError(f"the pair ({row[0]}, {row[1]}) is counted twice")
             counts[(row[0], row[1])] = row[2]
         lines, skipped = data.get("lines"), data.get("skipped_empty_targets", 0)
-        if not _is_int(lines) or not _is_int(skipped):
-            raise ValueError("lines and skipped_empty_targets must be integers")
+        if not _is_int(lines) or not _is_int(skipped) or not 0 <= lines <= MAX_COUNT or not 0 <= skipped <= MAX_COUNT:
+            raise ValueError(f"lines and skipped_empty_targets must be counts in 0..{MAX_COUNT}")
         longest_source = max((src for src, _t in counts), default=0)
         if longest_source > MAX_SOURCE_LENGTH:
             # the table has a row per source length up to the longest: a forged one would allocate without bound
@@ -182,6 +184,8 @@ class LengthPrior:
 
 #: the longest source line (tokens) a length table may count: the table has one row per source length
 MAX_SOURCE_LENGTH = 100_000
+#: the largest count (a line count) a stored table may hold: exact in float64, far beyond any corpus
+MAX_COUNT = 10 ** 15
 
 
 def _is_int(value) -> bool:

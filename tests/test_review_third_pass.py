@@ -386,3 +386,35 @@ def test_forged_checkpoint_fields_are_refused_naming_the_file(tmp_path, edit, wo
     with pytest.raises(CheckpointError) as error:
         load_fairseq_checkpoint(str(tmp_path / "forged.pt"))
     assert "forged.pt" in str(error.value) and words in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [
+    (["--arch", "transformer_dep_rel", "--optimizer", "adam", "--update-freq", "0"], ("stopped on its settings",)),
+    (["--arch", "transformer_dep_rel", "--optimizer", "adam", "--adam-betas", "(0.9,)"], ("stopped on its settings",)),
+    (["--arch", "transformer_dep_rel", "--optimizer", "adam", "--dropout", "-0.5"], ("--dropout -0.5", "probability")),
+    (["--arch", "transformer", "--optimizer", "adam", "--attention-dropout", "2"], ("--attention-dropout 2.0",)),
+    (["--arch", "transformer", "--criterion", "blackout", "--blackout-samples", "10", "--blackout-beta", "500",
+      "--optimizer", "adam"], ("--blackout-beta 500",)),
+])
+def test_fairseq_settings_it_does_not_check_are_one_line(release, extra, words):
+    _refused_in_one_line(_train(release, *extra), *words)
+    assert not os.path.exists(release / "ck" / "crash.pt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [(["--temperature", "0"], ("--temperature 0",)),
+                                          (["--constraints"], ("stopped on its settings",)),
+                                          (["--lenpen", "nan"], ("--lenpen nan",))])
+def test_generation_settings_fairseq_does_not_check_are_one_line(release, extra, words):
+    _refused_in_one_line(_generate(release, "checkpoints/transformer_dep_rel.pt", *extra), *words)
+
+
+def test_a_length_table_count_beyond_any_corpus_is_refused():
+    from fairseq_syntax_core.length_prior import LengthPrior
+
+    prior = LengthPrior({(3, 4): 2, (5, 5): 1}, 100, "en", "fr", ["train"], 3, 0)
+    data = prior.to_json()
+    data["counts"][0][2] = 10 ** 400
+    with pytest.raises(ValueError, match="outside 0..1000000000000000"):
+        LengthPrior.from_json(data)

@@ -126,6 +126,8 @@ __all__ = [
     "output_adapter", "proposal_log_probs", "target_unigram_counts",
 ]
 
+#: the largest exponent of the unigram proposal: counts**beta stays within float32 for any corpus (counts < 1e9)
+MAX_BETA = 4.0
 #: ``log p~(j)`` is clamped here, i.e. ``p~(j) <= 1 - 1e-6``, inside ``log(1 - p~(j))`` (Ji et al. add 1e-7 in the log)
 MAX_LOG_P_NEGATIVE = math.log1p(-1e-6)
 
@@ -440,7 +442,7 @@ def check_options(samples, beta, vocab_size: int) -> None:
     if samples >= vocab_size:
         raise BlackOutError(f"--blackout-samples {samples}: K must be smaller than the target vocabulary "
                             f"({vocab_size} words); with that many, use the full softmax (--criterion cross_entropy)")
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (0.0 <= beta < float("inf")):
-        raise BlackOutError(f"--blackout-beta {beta}: expected a finite number >= 0 (0: uniform, 1: unigram; "
-                            "paper: 0.4)")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (0.0 <= beta <= MAX_BETA):
+        raise BlackOutError(f"--blackout-beta {beta}: expected a number from 0 to {MAX_BETA:g} (0: uniform, 1: "
+                            "unigram; paper: 0.4; beyond it the rarest words get no probability in float32)")
 

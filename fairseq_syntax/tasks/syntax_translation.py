@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import math
 import os
 from typing import List, Optional, Set
 
@@ -305,6 +306,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
         if problem is not None:  # every model of the task (fairseq's own too), before it allocates
             raise UsageError(problem)
+        _check_probabilities(settings)
         model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
@@ -429,8 +431,24 @@ def _check_search(args) -> None:
         raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
     if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
         raise UsageError(f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
+    for name in ("lenpen", "unkpen"):
+        value = getattr(args, name, 0)
+        if isinstance(value, (int, float)) and not math.isfinite(value):
+            raise UsageError(f"--{name} {value}: expected a finite number")
+    temperature = getattr(args, "temperature", 1.0)
+    if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
+        raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")
     for name in ("max_len_a", "max_len_b"):
         value = getattr(args, name, 0)
         if isinstance(value, (int, float)) and not value >= 0:  # NaN fails too
             raise UsageError(f"--{name.replace('_', '-')} {value}: expected a length >= 0 "
                              "(the longest translation is max-len-a * source length + max-len-b)")
+
+
+def _check_probabilities(settings) -> None:
+    """Dropout and layer-drop rates of any model of the task: fairseq takes a negative one silently and
+    fails on one above 1 in the first forward (leaving a crash.pt)."""
+    for key, value in settings.items():
+        if (key.endswith("dropout") or key.endswith("layerdrop")) and isinstance(value, (int, float)) \
+                and not isinstance(value, bool) and not 0.0 <= value < 1.0:  # NaN fails too
+            raise UsageError(f"--{key.replace('_', '-')} {value}: expected a probability in [0, 1)")
