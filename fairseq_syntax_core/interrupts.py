@@ -302,13 +302,13 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         return f"--model-overrides: not a Python dict literal such as \"{{'beam': 5}}\" ({one_line(text)[:120]})"
     if isinstance(error, AssertionError) and text.strip() and modules and modules[-1].split(".")[0] == "fairseq_cli":
         return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
-    if frames and isinstance(error, _FAIRSEQ_SETTING_ERRORS) and not isinstance(error, UserError) \
+    if frames and text.strip() and isinstance(error, _FAIRSEQ_SETTING_ERRORS) and not isinstance(error, UserError) \
             and modules[-1].split(".")[0] in ("fairseq", "fairseq_cli") \
             and any(m.split(".")[0] == "fairseq_cli" for m in modules):
         # raised inside fairseq by one of its own settings it does not check (--update-freq 0, --log-interval 0,
         # --adam-betas '(0.9,)', --constraints in fairseq-generate...): its message, one line, where it came from
         return (f"fairseq ({modules[-1]}) stopped on its settings: {type(error).__name__}: "
-                f"{one_line(text)[:200] or '?'} (check the options given to it; FAIRSEQ_SYNTAX_TRACEBACK=1 shows "
+                f"{one_line(text)[:200]} (check the options given to it; FAIRSEQ_SYNTAX_TRACEBACK=1 shows "
                 "the traceback)")
     return None
 
