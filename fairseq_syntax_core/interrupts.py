@@ -260,7 +260,7 @@ def print_error(prog: str, error: BaseException, note: str = "") -> int:
 
 #: what fairseq raises when one of its settings is out of range (it checks few of them up front)
 _FAIRSEQ_SETTING_ERRORS = (AssertionError, ValueError, ZeroDivisionError, TypeError, KeyError, IndexError,
-                           OverflowError, StopIteration)
+                           OverflowError, StopIteration, RuntimeError)
 
 
 def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
@@ -302,12 +302,15 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         return f"--model-overrides: not a Python dict literal such as \"{{'beam': 5}}\" ({one_line(text)[:120]})"
     if isinstance(error, AssertionError) and text.strip() and modules and modules[-1].split(".")[0] == "fairseq_cli":
         return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
-    if frames and text.strip() and isinstance(error, _FAIRSEQ_SETTING_ERRORS) and not isinstance(error, UserError) \
-            and modules[-1].split(".")[0] in ("fairseq", "fairseq_cli") \
-            and any(m.split(".")[0] == "fairseq_cli" for m in modules):
-        # raised inside fairseq by one of its own settings it does not check (--update-freq 0, --log-interval 0,
-        # --adam-betas '(0.9,)', --constraints in fairseq-generate...): its message, one line, where it came from
-        return (f"fairseq ({modules[-1]}) stopped on its settings: {type(error).__name__}: "
+    tops = [m.split(".")[0] for m in modules]
+    last_fairseq = max((k for k, top in enumerate(tops) if top in ("fairseq", "fairseq_cli")), default=-1)
+    if last_fairseq >= 0 and text.strip() and isinstance(error, _FAIRSEQ_SETTING_ERRORS) \
+            and not isinstance(error, UserError) and "fairseq_cli" in tops \
+            and not any(top.startswith("fairseq_syntax") for top in tops[last_fairseq:]):
+        # raised inside fairseq (or a library it called: NumPy's seeding, torch's dropout) by one of its own
+        # settings it does not check (--update-freq 0, --log-interval 0, --adam-betas '(0.9,)', --seed 2**70,
+        # --constraints in fairseq-generate...): its message, one line, where fairseq was
+        return (f"fairseq ({modules[last_fairseq]}) stopped on its settings: {type(error).__name__}: "
                 f"{one_line(text)[:200]} (check the options given to it; FAIRSEQ_SYNTAX_TRACEBACK=1 shows "
                 "the traceback)")
     return None

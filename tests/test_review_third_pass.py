@@ -418,3 +418,14 @@ def test_a_length_table_count_beyond_any_corpus_is_refused():
     data["counts"][0][2] = 10 ** 400
     with pytest.raises(ValueError, match="outside 0..1000000000000000"):
         LengthPrior.from_json(data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [
+    (["--arch", "transformer_dep_rel", "--optimizer", "adam", "--required-batch-size-multiple", "0"],
+     ("--required-batch-size-multiple 0",)),
+    (["--arch", "transformer_dep_rel", "--optimizer", "adam", "--seed", "99999999999999999999"],
+     ("stopped on its settings", "Seed must be between")),
+])
+def test_batching_settings_that_kill_or_crash_fairseq_are_one_line(release, extra, words):
+    _refused_in_one_line(_train(release, *extra), *words)

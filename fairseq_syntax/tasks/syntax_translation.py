@@ -277,6 +277,12 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         ``--required-batch-size-multiple`` (``data_utils.batch_by_size``): harmless for a
         shuffled train epoch, but it silently loses sentences of a valid or test set.
         """
+        if not isinstance(required_batch_size_multiple, int) or required_batch_size_multiple < 1:
+            raise UsageError(f"--required-batch-size-multiple {required_batch_size_multiple}: expected a positive "
+                             "number of sentences (fairseq divides by it: the process would die on SIGFPE)")
+        seed = kwargs.get("seed", 1)
+        if isinstance(seed, int) and not 0 <= seed < 2 ** 32:
+            raise UsageError(f"--seed {seed}: expected a number from 0 to 2**32 - 1 (NumPy's seeds)")
         if dataset is not self.datasets.get(self.cfg.train_subset):
             required_batch_size_multiple = 1
         return super().get_batch_iterator(
