@@ -128,7 +128,7 @@ def fake_result(model, seed, hyps, updates=2000, cap=2000, patience=None):
                            "cpu", 10.0, patience)
 
 
-# ------------------------------------------------------------------ hostile inputs (session 27)
+# ------------------------------------------------------------------ hostile inputs
 def _folder(tmp_path, results, name="r"):
     folder = tmp_path / name
     folder.mkdir()

@@ -225,7 +225,7 @@ def test_ribes_per_system_in_table_and_json_when_asked(tmp_path, capsys):
     assert "RIBES" in out.splitlines()[0] and f"{expected:.2f}" in out
 
 
-# ------------------------------------------------------------------ hostile inputs (session 27)
+# ------------------------------------------------------------------ hostile inputs
 def test_one_damaged_d_line_does_not_switch_off_detokenization_for_the_file(tmp_path):
     # no --tokenizer: D = H on every line, except the last, cut mid-way by an interrupted write
     gen = write(tmp_path / "gen.txt", "\n".join([

@@ -190,7 +190,7 @@ def test_imported_brackets_are_kept_when_the_dependency_parse_is_perturbed(tmp_p
     assert (dest / "test.en-de.en.head.bin").read_bytes() != (source / "test.en-de.en.head.bin").read_bytes()
 
 
-# ------------------------------------------------------------------ hostile inputs (session 27)
+# ------------------------------------------------------------------ hostile inputs
 def _damage(small_bin, tmp_path, stream, change):
     from fairseq.data import data_utils
     from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder

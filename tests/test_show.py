@@ -90,7 +90,7 @@ def test_refuses_to_write_inside_the_data_bin(show_bin, capsys):
     assert "--split nope: the data-bin" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------ hostile inputs (session 27)
+# ------------------------------------------------------------------ hostile inputs
 def test_control_characters_are_drawn_as_replacement_characters_in_valid_svg():
     svg = render([displacy_parse(["x\x01y", "w\x08z", "\ud800"], [2, 0, 2], ["a\x02", "ROOT", "dep"],
                                  ["X\x1f", "Y", "Z"])], page=False)
