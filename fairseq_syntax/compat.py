@@ -70,6 +70,7 @@ import os
 import sys
 from typing import Iterator, List, Mapping, Optional
 
+from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.checkpoint_loader import (
     READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint, size_problem,
 )
@@ -108,7 +109,9 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
             if problem is not None:  # --model-overrides: sizes fairseq would build before loading the weights
                 raise CheckpointError(path, None, problem)
         try:
-            return original(path, arg_overrides, load_on_all_ranks)
+            state = original(path, arg_overrides, load_on_all_ranks)
+            checkpoint_loader.last_read = os.fspath(path)  # names the file if its weights do not fit
+            return state
         except READ_ERRORS as error:
             if isinstance(error, FileNotFoundError):
                 raise

@@ -381,6 +381,11 @@ def size_problem(state: dict, overrides: Optional[Mapping] = None) -> Optional[s
     return None
 
 
+#: the checkpoint fairseq read last (set by the plugin's wrapper of its reader): fairseq loads the weights
+#: right after reading each file, so a mismatch in them is this file's
+last_read: Optional[str] = None
+
+
 def state_dict_mismatch(error: BaseException) -> Optional[str]:
     """The one line for torch's "Error(s) in loading state_dict" anywhere in ``error``'s chain (a checkpoint
     whose weights are not those of the model its settings build: another architecture or size), or None."""
@@ -399,7 +404,8 @@ def state_dict_mismatch(error: BaseException) -> Optional[str]:
             shapes = re.findall(r"size mismatch for (\S+?):", text)
             if shapes:
                 counts.append(f"{len(shapes)} of another shape (e.g. {_shown(shapes[0])})")
-            return ("the checkpoint's weights do not fit the model its settings build"
+            where = f"{_shown(last_read, 200)[1:-1]}: " if last_read else ""
+            return (f"{where}the checkpoint's weights do not fit the model its settings build"
                     + (f": {'; '.join(counts)} parameters" if counts else "")
                     + ". A checkpoint of another architecture or size? Give --arch and sizes as it was trained, "
                     "or another checkpoint")

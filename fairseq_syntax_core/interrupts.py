@@ -285,8 +285,12 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
 
         mismatch = state_dict_mismatch(error)
         if mismatch is not None:  # fairseq-train's restore names the file in its own exception
+            from fairseq_syntax_core import checkpoint_loader
+
             named = re.search(r"from checkpoint (.+?); please ensure", text)
-            return f"{one_line(named.group(1))}: {mismatch}" if named else mismatch
+            if named and checkpoint_loader.last_read is None:  # no file named yet: fairseq-train's
+                return f"{one_line(named.group(1))}: {mismatch}"
+            return mismatch
     frames = []
     step = traceback
     while step is not None:

@@ -182,8 +182,8 @@ def test_model_overrides_that_build_beyond_any_model_are_refused(release):
 @pytest.mark.slow
 @pytest.mark.parametrize("edit, words", [
     (lambda s, m: s["model"].__setitem__("../../etc/passwd\x1b[31m", __import__("torch").zeros(1)),
-     ("weights do not fit", "unexpected", "\\x1b")),
-    (lambda s, m: s["model"].pop("decoder.layers.0.fc1.weight"), ("weights do not fit", "1 missing")),
+     ("forged.pt: ", "weights do not fit", "unexpected", "\\x1b")),
+    (lambda s, m: s["model"].pop("decoder.layers.0.fc1.weight"), ("forged.pt: ", "weights do not fit", "1 missing")),
     (lambda s, m: s["model"].__setitem__("encoder.embed_tokens.weight",
                                          s["model"]["encoder.embed_tokens.weight"].to_sparse()), ("sparse",)),
 ])

@@ -12,6 +12,7 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from fairseq.tasks import FairseqTask
 
+from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
@@ -95,8 +96,9 @@ class SyntaxTransformerModel(TransformerModel):
             vocabulary = [line for line in lines if line.startswith("size mismatch for")
                           and any(part in line for part in _VOCABULARY_PARAMETERS)]
             if vocabulary and all(not line.startswith(("Missing", "Unexpected")) for line in lines):
+                where = f"{one_line(checkpoint_loader.last_read)}: " if checkpoint_loader.last_read else ""
                 raise UsageError(
-                    "the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
+                    f"{where}the checkpoint does not fit this data-bin: its dictionaries (words, labels or POS) have "
                     f"other sizes ({one_line(vocabulary[0][:200])}). Decode with the data-bin it was trained on"
                 ) from None
             raise UsageError(mismatch) from None
