@@ -174,7 +174,6 @@ def profile_step(fam: Family, data_bin: str, args, device) -> Dict:
 def built(fam: Family, data_bin: str, args, device, n_batches: int):
     """The family's task, model (half precision with ``--fp16``, as fairseq-train's ``--fp16``),
     criterion and its first ``n_batches`` training batches (the task's own collation) on ``device``."""
-    import torch
     from fairseq import utils
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

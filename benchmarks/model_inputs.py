@@ -13,8 +13,9 @@ def for_model(sample: Dict, model) -> Dict:
     target = getattr(model, "target_syntax_inputs", None)
     target_wanted = set(target() or ()) if callable(target) else set()
     net_input = {k: v for k, v in sample["net_input"].items() if k not in ("src_syntax", "tgt_syntax")}
-    if wanted:
-        net_input["src_syntax"] = {k: v for k, v in sample["net_input"]["src_syntax"].items() if k in wanted}
+    if wanted:  # a wanted feature and what the collater derives with it (phrase_mask, depth_level_sizes)
+        net_input["src_syntax"] = {k: v for k, v in sample["net_input"]["src_syntax"].items()
+                                   if k in wanted or any(k.startswith(w + "_") for w in wanted)}
     own = dict(sample, net_input=net_input)
     own.pop("target_syntax", None)
     if target_wanted:  # paper 002's target side: inputs aligned with prev_output_tokens, gold aligned with target

@@ -57,6 +57,7 @@ __all__ = [
     "tree_distance",
     "root_paths",
     "structural_relative_position",
+    "level_sizes_of",
     "word_start",
 ]
 
@@ -307,23 +308,23 @@ def _max_depth(depth: Tensor) -> int:
 def ancestor_matrix(parents: Tensor, depth: Optional[Tensor] = None) -> Tensor:
     """``BoolTensor (B, T, T)``: ``[b, i, j]`` iff ``j`` is ``i`` or an ancestor of ``i``.
 
-    Walks every token up one level per iteration (loop over depth levels,
-    ``max depth`` iterations); roots are fixed points, so each row of the
-    result is the root-to-token chain of paper 001 sec. 3.2.  Tokens of
-    different trees are never related; self-pointing padding only has itself.
-    ``depth`` (from :func:`tree_depth`) may be passed to avoid recomputing it.
+    The transitive closure of "is the parent of" plus the identity, by repeated squaring:
+    after ``k`` boolean matrix products ``R <- R R`` every ancestor up to ``2^k`` levels up is
+    in, so ``ceil(log2 T)`` products (a number known from the shape, no host sync) reach the
+    root; roots are fixed points, so each row of the result is the root-to-token chain of paper
+    001 sec. 3.2.  Tokens of different trees are never related; self-pointing padding only has
+    itself.  ``depth`` is accepted for compatibility and not needed.
     """
     p, shape = _flatten(parents)
-    if depth is None:
-        depth = tree_depth(p)
     N, T = p.shape
-    out = torch.zeros(N, T, T, dtype=torch.bool, device=p.device)
-    cur = torch.arange(T, device=p.device).expand(N, T).contiguous()
-    out.scatter_(-1, cur.unsqueeze(-1), True)
-    for _ in range(_max_depth(depth)):
-        cur = p.gather(-1, cur)
-        out.scatter_(-1, cur.unsqueeze(-1), True)
-    return out.reshape(*shape, T)
+    reach = torch.zeros(N, T, T, dtype=torch.float32, device=p.device)
+    reach.scatter_(-1, torch.arange(T, device=p.device).expand(N, T).unsqueeze(-1), 1.0)
+    reach.scatter_(-1, p.long().unsqueeze(-1), 1.0)
+    # 0/1 products with counts <= T are exact in float32 (also under TF32); no autocast to fp16
+    with torch.autocast(device_type=p.device.type, enabled=False):
+        for _ in range(max(T - 1, 1).bit_length()):
+            reach = (torch.bmm(reach, reach) > 0).to(torch.float32)
+    return (reach > 0).reshape(*shape, T)
 
 
 def tree_distance(parents: Tensor) -> Tensor:
@@ -457,3 +458,15 @@ def word_start(parents: Tensor, labels: Tensor, subword_label: int) -> Tensor:
     for _ in range(_n_rounds(T)):
         ptr = ptr.gather(-1, ptr)
     return ptr.reshape(shape)
+
+
+def level_sizes_of(depth: Tensor, padding_mask: Optional[Tensor] = None) -> Tuple[int, ...]:
+    """Tokens per slot of a ``(B, T)`` batch, slot 0 the padding and slot ``L + 1`` depth ``L``.
+
+    What the path encoder's level-wise recurrence slices by. The collater computes it on the
+    host (``src_syntax["depth_level_sizes"]``), so that the GPU never waits for it.
+    """
+    level = depth.long().reshape(-1)
+    if padding_mask is not None:
+        level = level.masked_fill(padding_mask.reshape(-1), -1)
+    return tuple(int(c) for c in torch.bincount(level + 1, minlength=1).tolist())

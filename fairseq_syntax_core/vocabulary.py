@@ -14,5 +14,8 @@ SUBWORD_LABEL = "<subword>"
 HEADS = "heads"  # 1-based head positions, 0 for a root (paper 003's "parent position")
 PARENTS = "parents"  # 0-based head indices in the padded row; a root points to itself
 DEPTH = "depth"  # tree depth, root 0 (paper 000)
+# tokens per depth level of a batch, padding first: a tuple of host ints made by the collater
+# (level-wise recurrences slice by them without asking the GPU; see level_sizes in syntactic_position)
+DEPTH_LEVEL_SIZES = "depth_level_sizes"
 LABELS = "labels"  # dependency-label ids
 POS = "pos"  # POS-tag ids

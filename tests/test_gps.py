@@ -333,3 +333,24 @@ def test_gps_low_precision_finite(dtype):
     assert torch.isfinite(x.grad).all()
     for p in list(enc.parameters()) + list(logits.parameters()):
         assert p.grad is not None and torch.isfinite(p.grad).all()
+
+
+def test_the_collaters_level_sizes_give_the_same_path_encodings_without_asking_the_device():
+    """Paper 001's path LSTM runs one step per tree level; the sizes of the levels come from the
+    collater as host ints (``src_syntax["depth_level_sizes"]``), with the same result as counting
+    them on the device; sizes that do not add up to the batch are counted again."""
+    from fairseq_syntax.modules.syntactic_position import SyntacticPathEncoder
+    from fairseq_syntax_core.trees import level_sizes_of, tree_depth
+
+    torch.manual_seed(0)
+    parents = torch.tensor([[0, 0, 1, 1, 3, 5], [1, 1, 1, 2, 4, 5]])  # row 2: last position is padding
+    padding = torch.tensor([[False] * 6, [False] * 5 + [True]])
+    labels = torch.randint(1, 6, parents.shape)
+    depth = tree_depth(parents)
+    encoder = SyntacticPathEncoder(6, 4, 8, padding_idx=0)
+    counted = encoder(parents, labels, depth, padding)
+    sizes = level_sizes_of(depth, padding)
+    assert sizes == (1, 4, 3, 3, 1) and sum(sizes) == parents.numel()  # padding, depths 0-3
+    torch.testing.assert_close(encoder(parents, labels, depth, padding, level_sizes=sizes), counted)
+    for wrong in ((1, 4, 3, 3), torch.tensor(sizes), (1, 4, 3, 3, 1.0), ()):
+        torch.testing.assert_close(encoder(parents, labels, depth, padding, level_sizes=wrong), counted)

@@ -38,3 +38,22 @@ def test_forward_is_finite_in_half_precision(data_bin, family, dtype):
     # the same translation model up to rounding: the most probable word mostly agrees
     agree = (half.float().argmax(-1) == full.argmax(-1)).float().mean()
     assert agree > 0.9, f"{family} in {dtype}: argmax agrees on {agree:.0%} of positions"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_training_step_in_bf16_autocast_has_finite_loss_and_gradients(data_bin, family):
+    """``--amp`` in bf16 on CPU: the loss (with paper 002's distance losses, BlackOut's sampled
+    softmax) and every gradient stay finite, dropout on, the padded batch of the test above."""
+    task, model, criterion, _ = built_as_fairseq_train_builds(data_bin, FAMILIES[family])
+    dataset = task.dataset("train")
+    batch = dataset.collater([dataset[i] for i in range(8)])
+    model.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, sample_size, logging = criterion(model, batch)
+    assert torch.isfinite(loss).all(), f"{family}: loss {loss} in bf16 autocast"
+    loss.backward()
+    bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    assert not bad, f"{family}: non-finite gradients in bf16 autocast: {bad[:5]}"
+    assert any(p.grad is not None for p in model.parameters())
+    assert all(torch.isfinite(torch.as_tensor(v, dtype=torch.float64)).all()
+               for v in logging.values() if isinstance(v, (int, float)) or torch.is_tensor(v))

@@ -35,27 +35,13 @@ FORWARD_PHASES = ("train_forward", "encoder_forward", "decoder_step")
 SMALL = types.SimpleNamespace(dim=32, layers=2)
 HEADS = 4
 
-#: families that sync from our code today: the sites found (fairseq_syntax/..., line, op)
-COPIED = ("models/syntax_transformer/encoder.py:230 and :241 (`has_pads = ... .any()`, `if has_pads`) and "
-          "decoder.py:279 (`if ... .eq(pad).any()`), _local_scalar_dense; copied from fairseq's "
-          "transformer_encoder.py:206/231 and transformer_decoder.py:328")
+#: families that sync from our code today: the sites found (fairseq_syntax/..., op). The Tree-LSTM's
+#: level-wise recurrence needs each level's size on the host; moving those counts into the collater (as
+#: the path LSTM of paper 001 has them: src_syntax["depth_level_sizes"]) is open
 SYNCING = {
-    "transformer_rel": COPIED,
-    "transformer_dep": COPIED,
-    "transformer_dep_rel": COPIED,
-    "transformer_gps": COPIED + "; modules/syntactic_position.py:158 bincount + Tensor.tolist",
-    "transformer_pascal": COPIED,
-    "transformer_structural": COPIED + "; modules/structural_position.py:73, :74 and "
-                              "fairseq_syntax_core/trees.py:304, _local_scalar_dense",
-    "transformer_syntax_embed": COPIED,
-    "transformer_syntax_spe": COPIED,
-    "transformer_nsd": COPIED,
-    "transformer_nsd_target": COPIED,
-    "transformer_nsd_both": COPIED,
-    "tree2seq": "models/tree2seq/encoder.py:106 (lengths.cpu()), :107 and :108 (torch's packed nn.LSTM and "
-                "pad_packed_sequence: _local_scalar_dense, Tensor.cpu); "
-                "modules/tree_lstm.py:72 (bool(mask.any())) and :87 (bincount().tolist()); "
-                "fairseq_syntax_core/phrase_trees.py:122 (torch.equal, once per tree level)",
+    "tree2seq": "models/tree2seq/encoder.py (lengths.cpu() for the packed nn.LSTM, and torch's packed "
+                "nn.LSTM / pad_packed_sequence); modules/tree_lstm.py (bool(mask.any()), bincount().tolist()); "
+                "fairseq_syntax_core/phrase_trees.py (torch.equal, once per tree level)",
 }
 
 

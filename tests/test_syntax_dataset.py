@@ -113,8 +113,12 @@ def test_task_loads_real_parses_and_collates(multi30k_bin):
     batch = dataset.collater([dataset[i] for i in range(8)])
     src = batch["net_input"]["src_tokens"]
     syntax = batch["net_input"]["src_syntax"]
-    assert set(syntax) == {"depth", "parents", "labels"}
-    assert all(v.shape == src.shape for v in syntax.values())
+    assert set(syntax) == {"depth", "parents", "labels", "depth_level_sizes"}
+    # the level sizes of paper 001's path LSTM, counted on the host by the collater
+    from fairseq_syntax_core.trees import level_sizes_of
+    assert syntax["depth_level_sizes"] == level_sizes_of(syntax["depth"], src.eq(task.source_dictionary.pad()))
+    assert all(type(c) is int for c in syntax["depth_level_sizes"]) and sum(syntax["depth_level_sizes"]) == src.numel()
+    assert all(v.shape == src.shape for k, v in syntax.items() if k != "depth_level_sizes")
     pad = src.eq(task.source_dictionary.pad())
     assert syntax["labels"][pad].eq(task.label_dict.pad()).all()
     # the last real token of every row is </s>, and its label is </s>

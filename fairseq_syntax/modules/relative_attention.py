@@ -32,7 +32,7 @@ With all hooks absent the module defers to fairseq's attention unchanged.
 
 import contextlib
 import os
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -41,6 +41,7 @@ from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 
 from .relative_positions import RelativeEmbedding, relative_bucket, sequence_relative_positions
+from .relative_terms import RelativeInputs, fused_attention, joint_buckets, joint_logits, joint_table, logit_term
 
 __all__ = [
     "RelativeEmbedding",
@@ -52,49 +53,11 @@ __all__ = [
 ]
 
 
-# A list of (table, bucket indices) pairs. Bucket indices are (B, T, S) or
-# (T, S) LongTensors with values in [0, table.num_buckets); ``None`` means
-# "sequence distance j - i" computed inside the attention from the query and
-# (possibly cached) key positions, see ``sequence_relative_positions``.
-RelativeInputs = List[Tuple[RelativeEmbedding, Optional[Tensor]]]
 
 # What :attr:`RelativeMultiheadAttention.recorded_logits` holds after a forward
 # with ``record_logits = True``: ``"content"`` (B, H, T, S) = e_ij before the
 # hooks, and ``"attn_bias"`` / ``"logit_scale"`` (4-D, broadcastable) when given.
 LogitRecord = Dict[str, Tensor]
-
-
-def _joint_buckets(
-    entries: List[Tuple[Tensor, Tensor]], bsz: int, num_heads: int, tgt_len: int, src_len: int
-) -> Tuple[Tensor, int]:
-    """One index into the joint buckets of several tables: ``((b1 * R2) + b2) * R3 + ...``.
-
-    ``entries`` are ``(table (R_k, d), buckets (B or 1, T, S))``. Returns the index expanded to
-    ``(B, H, T, S)`` (a view) and the number of joint rows ``R1 * R2 * ...``: summing the
-    tables' terms (eqs. 21-22) then costs one gather (keys) and one scatter (values).
-    """
-    index = entries[0][1]
-    rows = entries[0][0].size(0)
-    for table, buckets in entries[1:]:
-        index = index * table.size(0) + buckets
-        rows *= table.size(0)
-    return index.unsqueeze(1).expand(bsz, num_heads, tgt_len, src_len), rows
-
-
-def _joint_logits(parts: List[Tensor]) -> Tensor:
-    """Per-table key logits ``(..., R_k)`` summed into the joint buckets of :func:`_joint_buckets`."""
-    out = parts[0]
-    for part in parts[1:]:
-        out = (out.unsqueeze(-1) + part.unsqueeze(-2)).flatten(-2)
-    return out
-
-
-def _joint_table(tables: List[Tensor]) -> Tensor:
-    """Value tables ``(R_k, d)`` summed into the joint rows ``w1[r1] + w2[r2] + ...`` of :func:`_joint_buckets`."""
-    out = tables[0]
-    for table in tables[1:]:
-        out = (out.unsqueeze(1) + table.unsqueeze(0)).reshape(-1, out.size(-1))
-    return out
 
 
 class RelativeMultiheadAttention(MultiheadAttention):
@@ -251,26 +214,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
             logit_scale=logit_scale,
         )
 
-    @staticmethod
-    def _logit_term(
-        term: Tensor, name: str, bsz: int, num_heads: int, tgt_len: int, src_len: int
-    ) -> Tensor:
-        """``attn_bias`` / ``logit_scale`` as a 4-D view broadcastable to ``(B, H, T, S)``."""
-        if term.dim() == 2:
-            term = term.unsqueeze(0).unsqueeze(0)
-        elif term.dim() == 3:
-            term = term.unsqueeze(1)
-        ok = term.dim() == 4
-        if ok:
-            for got, want in zip(term.shape, (bsz, num_heads, tgt_len, src_len)):
-                if got not in (1, want):
-                    ok = False
-        if not ok:
-            raise ValueError(
-                f"{name} of shape {tuple(term.shape)} is not broadcastable to "
-                f"(batch={bsz}, heads={num_heads}, tgt_len={tgt_len}, src_len={src_len})"
-            )
-        return term
+    _logit_term = staticmethod(logit_term)
 
     def _checked_buckets(
         self,
@@ -335,73 +279,9 @@ class RelativeMultiheadAttention(MultiheadAttention):
             return bool(self.fuse_relative_values)
         return os.environ.get("FAIRSEQ_SYNTAX_FUSED_VALUES", "") == "1"
 
-    def _fused_attention(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        relative: RelativeInputs,
-        bucket_list: List[Tensor],
-        attn_bias: Optional[Tensor],
-        attn_mask: Optional[Tensor],
-        key_padding_mask: Optional[Tensor],
-        bsz: int,
-        tgt_len: int,
-        src_len: int,
-    ) -> Tensor:
-        """``softmax(q k^T + B) v`` through ``scaled_dot_product_attention``, ``B`` the additive terms.
-
-        ``B`` = relative key logits (eqs. 12, 18, 22) + ``attn_bias`` + ``attn_mask``, the padded keys
-        at ``-inf``: the same logits as the explicit path, given to the fused kernel as a float mask
-        (``q`` is already scaled, so the kernel's own scale is 1). Returns ``(T, B, C)`` before ``out_proj``.
-        """
-        num_heads, head_dim = self.num_heads, self.head_dim
-        q4 = q.view(bsz, num_heads, tgt_len, head_dim)
-        k4 = k.view(bsz, num_heads, src_len, head_dim)
-        v4 = v.view(bsz, num_heads, src_len, head_dim)
-        bias: Optional[Tensor] = None
-        keyed = [(table.key_table, buckets) for (table, _), buckets in zip(relative, bucket_list) if table.key_table is not None]
-        if keyed:
-            index, rows = _joint_buckets(keyed, bsz, num_heads, tgt_len, src_len)
-            rel_logits = _joint_logits([torch.matmul(q, t.to(q.dtype).t()) for t, _ in keyed])
-            bias = rel_logits.view(bsz, num_heads, tgt_len, rows).gather(3, index)
-        if attn_bias is not None:
-            term = self._logit_term(attn_bias, "attn_bias", bsz, num_heads, tgt_len, src_len).to(q.dtype)
-            bias = term if bias is None else bias + term
-        if attn_mask is not None:
-            term = attn_mask.to(q.dtype).view(1, 1, tgt_len, src_len)
-            bias = term if bias is None else bias + term
-        if key_padding_mask is not None:
-            pad = key_padding_mask.view(bsz, 1, 1, src_len).to(torch.bool)
-            neg_inf = torch.full((), float("-inf"), dtype=q.dtype, device=q.device)
-            bias = torch.where(pad, neg_inf, torch.zeros((), dtype=q.dtype, device=q.device) if bias is None else bias)
-        if bias is not None:
-            bias = bias.to(q.dtype)
-        valued = [(table.value_table, buckets) for (table, _), buckets in zip(relative, bucket_list)
-                  if table.value_table is not None]
-        if valued:
-            # the probabilities as S extra value columns (an identity, padded to a multiple of 8 for the
-            # kernels' alignment): one fused call returns [alpha v | alpha], dropout applied to both alike
-            width = -(-src_len // 8) * 8
-            eye = torch.eye(src_len, width, dtype=v4.dtype, device=v4.device)
-            v4 = torch.cat([v4, eye.expand(bsz, num_heads, src_len, width)], dim=-1)
-        dropout = self.dropout_module
-        p = dropout.p if (self.training or dropout.apply_during_inference) else 0.0
-        attn = torch.nn.functional.scaled_dot_product_attention(
-            q4, k4, v4, attn_mask=bias, dropout_p=p, scale=1.0
-        )  # (B, H, T, d) or (B, H, T, d + width)
-        if valued:
-            probs = attn[..., head_dim:head_dim + src_len]
-            attn = attn[..., :head_dim]
-            # relative values (eqs. 11, 17, 21) as in the explicit path: probabilities per joint bucket @ W^V
-            index, rows = _joint_buckets(valued, bsz, num_heads, tgt_len, src_len)
-            acc_dtype = torch.float32 if probs.dtype in (torch.float16, torch.bfloat16) else probs.dtype
-            bucket_probs = probs.new_zeros(bsz, num_heads, tgt_len, rows, dtype=acc_dtype).scatter_add_(
-                3, index, probs.to(acc_dtype)
-            )
-            table = _joint_table([t.to(v.dtype) for t, _ in valued])
-            attn = attn + torch.matmul(bucket_probs.to(v.dtype), table)
-        return attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, num_heads * head_dim)
+    def _fused_attention(self, q: Tensor, k: Tensor, v: Tensor, *args) -> Tensor:
+        """:func:`~.relative_terms.fused_attention` with this module's heads and dropout."""
+        return fused_attention(self, q, k, v, *args)
 
     def _relative_forward(
         self,
@@ -515,8 +395,8 @@ class RelativeMultiheadAttention(MultiheadAttention):
         logits4 = attn_weights.view(bsz, num_heads, tgt_len, src_len)
         keyed = [(table.key_table, buckets) for (table, _), buckets in zip(relative, bucket_list) if table.key_table is not None]
         if keyed:
-            index, rows = _joint_buckets(keyed, bsz, num_heads, tgt_len, src_len)
-            rel_logits = _joint_logits([torch.matmul(q, t.to(q.dtype).t()) for t, _ in keyed])  # (BH, T, R1*R2*...)
+            index, rows = joint_buckets(keyed, bsz, num_heads, tgt_len, src_len)
+            rel_logits = joint_logits([torch.matmul(q, t.to(q.dtype).t()) for t, _ in keyed])  # (BH, T, R1*R2*...)
             rel_logits = rel_logits.view(bsz, num_heads, tgt_len, rows)
             # in place: the bmm result is not needed by autograd
             logits4.add_(rel_logits.gather(3, index))
@@ -573,12 +453,12 @@ class RelativeMultiheadAttention(MultiheadAttention):
         valued = [(table.value_table, buckets) for (table, _), buckets in zip(relative, bucket_list)
                   if table.value_table is not None]
         if valued:
-            index, rows = _joint_buckets(valued, bsz, num_heads, tgt_len, src_len)
+            index, rows = joint_buckets(valued, bsz, num_heads, tgt_len, src_len)
             # accumulate in (at least) float32 for fp16/bf16 inputs
             acc_dtype = torch.float32 if attn_probs.dtype in (torch.float16, torch.bfloat16) else attn_probs.dtype
             probs4 = attn_probs.view(bsz, num_heads, tgt_len, src_len).to(acc_dtype)
             bucket_probs = probs4.new_zeros(bsz, num_heads, tgt_len, rows).scatter_add_(3, index, probs4)
-            table = _joint_table([t.to(v.dtype) for t, _ in valued])  # (R1*R2*..., d)
+            table = joint_table([t.to(v.dtype) for t, _ in valued])  # (R1*R2*..., d)
             rel_values = torch.matmul(bucket_probs.to(v.dtype), table)  # (B, H, T, d)
             attn = attn + rel_values.view(bsz * num_heads, tgt_len, head_dim)
 

@@ -102,6 +102,7 @@ class StructuralPositionEmbedding(nn.Module):
         self.learned = bool(learned)
         self.max_depth = int(max_depth)
         self.depth_embed: Optional[nn.Embedding] = None
+        self._sinusoids: Optional[Tensor] = None  # PE_stru rows, cached (not a parameter or buffer)
         if learned:
             self.depth_embed = nn.Embedding(self.max_depth + 1, embed_dim)
             nn.init.normal_(self.depth_embed.weight, mean=0.0, std=embed_dim ** -0.5)
@@ -115,7 +116,15 @@ class StructuralPositionEmbedding(nn.Module):
         """``PE_stru(depth)`` ``(B, T, C)`` (float32 for sinusoids)."""
         if self.depth_embed is not None:
             return self.depth_embed(depth.long().clamp(0, self.max_depth))
-        return sinusoidal_encoding(depth, self.embed_dim)
+        # a depth is below the row length (a tree of T tokens is at most T - 1 deep): the table's
+        # size comes from the shape, not from the values (no host sync)
+        rows = max(depth.size(-1), 1)
+        table = self._sinusoids
+        if table is None or table.size(0) < rows or table.device != depth.device:
+            # built once per new length or device (a host-to-device copy), as fairseq caches its own
+            table = SinusoidalPositionalEmbedding.get_embedding(max(rows, 256), self.embed_dim).to(depth.device)
+            self._sinusoids = table
+        return table[depth.long().clamp(0, rows - 1)]
 
     def forward(
         self, seq_pe: Tensor, depth: Tensor, padding_mask: Optional[Tensor] = None

@@ -39,7 +39,7 @@ and ``["attn_bias"]`` with the padding mask to :func:`syntax_logit_weights`
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -72,6 +72,15 @@ def same_sentence_mask(parents: Tensor) -> Tensor:
     """
     root = trees.root_index(parents)
     return (root.unsqueeze(-1) == root.unsqueeze(-2)).unsqueeze(1)
+
+
+def checked_level_sizes(sizes: Optional[Sequence[int]], total: int) -> Optional[Tuple[int, ...]]:
+    """``sizes`` when they are host ints that add up to ``total`` tokens, else None (count again)."""
+    if sizes is None or isinstance(sizes, Tensor) or not isinstance(sizes, (tuple, list)) or not sizes:
+        return None
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in sizes) or sum(sizes) != total:
+        return None
+    return tuple(sizes)
 
 
 class SyntacticPathEncoder(nn.Module):
@@ -119,6 +128,7 @@ class SyntacticPathEncoder(nn.Module):
         labels: Tensor,
         depth: Optional[Tensor] = None,
         padding_mask: Optional[Tensor] = None,
+        level_sizes: Optional[Sequence[int]] = None,
     ) -> Tensor:
         """Path encodings ``s`` (B, T, path_dim); zeros at padding.
 
@@ -129,6 +139,9 @@ class SyntacticPathEncoder(nn.Module):
             depth: ``(B, T)`` tree depth, root 0 (``src_syntax["depth"]``);
                 derived from ``parents`` when None.
             padding_mask: ``(B, T)`` True at padding (``src_tokens.eq(pad)``).
+            level_sizes: :func:`fairseq_syntax_core.trees.level_sizes_of` ``(depth, padding_mask)`` as host ints, made by the
+                collater (``src_syntax["depth_level_sizes"]``); counted here (a host sync) when None
+                or when they do not add up to ``B * T``.
         """
         if parents.shape != labels.shape or parents.dim() != 2:
             raise ValueError(
@@ -154,17 +167,22 @@ class SyntacticPathEncoder(nn.Module):
         # tokens sorted by level; each level is a contiguous slice of `order`
         order = torch.argsort(level, stable=True)
         label_sorted = labels.reshape(N).long().index_select(0, order)
-        # tokens per slot (slot 0: skipped padding, slot L + 1: depth L); the one host sync
-        counts = torch.bincount(level + 1, minlength=1).tolist()
+        # tokens per slot (slot 0: skipped padding, slot L + 1: depth L): the collater's host ints,
+        # else counted here (the one host sync)
+        counts = checked_level_sizes(level_sizes, N)
+        if counts is None:
+            counts = trees.level_sizes_of(depth, padding_mask)
         max_level = len(counts) - 2
-        # rank of every token inside its level (to find a head's state in the previous level)
-        rank = torch.empty(N, dtype=torch.long, device=device)
+        # rank of every token inside its level (to find a head's state in the previous level), on the device
         starts = [0]
         for c in counts:
             starts.append(starts[-1] + c)
+        per_slot = torch.zeros(len(counts), dtype=torch.long, device=device).scatter_add_(
+            0, level + 1, torch.ones_like(level))
+        slot_start = torch.cumsum(per_slot, 0) - per_slot
         pos = torch.arange(N, device=device)
-        level_start = torch.tensor(starts[:-1], device=device)[level[order] + 1]
-        rank[order] = pos - level_start
+        rank = torch.empty(N, dtype=torch.long, device=device)
+        rank[order] = pos - slot_start[level[order] + 1]
 
         d = self.path_dim
         h_levels = []

@@ -227,10 +227,10 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
 
         # --- from fairseq TransformerEncoderBase.forward_scriptable ---
         encoder_padding_mask = batch.padding_mask
-        has_pads = torch.tensor(src_tokens.device.type == "xla") or encoder_padding_mask.any()
         x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings, src_syntax, batch)
-        # account for padding while computing the representation
-        x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x))
+        # account for padding while computing the representation; unlike fairseq, no `has_pads`
+        # test (a host sync): an all-False mask changes nothing
+        x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x))
         x = x.transpose(0, 1)  # B x T x C -> T x B x C
 
         encoder_states: List[Tensor] = []
@@ -238,7 +238,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         if return_all_hiddens:
             encoder_states.append(x)
         for layer in self.layers:
-            lr = layer(x, encoder_padding_mask=encoder_padding_mask if has_pads else None, prepared=prepared)
+            lr = layer(x, encoder_padding_mask=encoder_padding_mask, prepared=prepared)
             if isinstance(lr, tuple) and len(lr) == 2:
                 x, fc_result = lr
             else:

@@ -17,7 +17,7 @@ from fairseq_syntax.modules.syntactic_position import (
     same_sentence_mask,
 )
 
-from fairseq_syntax_core.vocabulary import DEPTH, LABELS, PARENTS
+from fairseq_syntax_core.vocabulary import DEPTH, DEPTH_LEVEL_SIZES, LABELS, PARENTS
 
 from ..options import check_positive, opt, parse_layer_list
 from .base import (
@@ -90,5 +90,7 @@ class GlobalSyntacticPosition(AttentionComponent):
     def prepare(self, batch: EncoderBatch) -> Tuple[Tensor, Tensor]:
         who = "the syntactic path encoder (paper 001)"
         parents = batch.get(PARENTS, who)
-        states = self.path_encoder(parents, batch.get(LABELS, who), batch.get(DEPTH, who), batch.padding_mask)
+        sizes = batch.src_syntax.get(DEPTH_LEVEL_SIZES) if batch.src_syntax is not None else None
+        states = self.path_encoder(parents, batch.get(LABELS, who), batch.get(DEPTH, who), batch.padding_mask,
+                                   level_sizes=sizes)
         return states, same_sentence_mask(parents)
