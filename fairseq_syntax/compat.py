@@ -46,7 +46,19 @@ fairseq function                        what the wrapper adds                   
 ``fairseq_cli.generate._main``          a failed write of ``--results-path``    0.12.2,
                                         names the file and removes the partial  0.12.3 (main)
                                         one (fairseq: an OSError naming no
-                                        file, the partial file left)
+                                        file, the partial file left), as does
+                                        a refusal (no empty results file)
+``fairseq_cli.generate.main``           refuses ``--num-shards``/``--shard-id``,  0.12.2,
+                                        which fairseq-generate does not read    0.12.3 (main)
+                                        (``fairseq_settings``)
+``optim.FairseqOptimizer.load_state_dict``  optimizer state that does not fit   0.12.2,
+                                        the parameters (Adam's ``exp_avg`` of   0.12.3 (main)
+                                        another shape) is a CheckpointError
+                                        naming the file (fairseq: a
+                                        RuntimeError in the first update)
+``trainer.Trainer.save_checkpoint``     no ``crash.pt`` for a UserError (our    0.12.2,
+                                        refusal: nothing to debug); another     0.12.3 (main)
+                                        error's line names the crash.pt
 ``distributed.utils.call_main``         on a machine without GPU (or with     0.12.2,
                                         ``--cpu``): refuses the settings that   0.12.3 (main)
                                         fairseq would run as a silent no-op
@@ -58,7 +70,9 @@ fairseq function                        what the wrapper adds                   
                                         work; under ``torchrun`` it takes rank
                                         and world size from the environment
                                         (fairseq divides the rank by the GPU
-                                        count)
+                                        count); fairseq-train's ``--lr -1``,
+                                        ``--clip-norm nan``, ``--keep-* -2``
+                                        are refused (``fairseq_settings``)
 =====================================  ======================================  ===========
 """
 
@@ -68,16 +82,21 @@ import inspect
 import logging
 import os
 import sys
-from typing import Iterator, List, Mapping, Optional
+from typing import Iterator, List, Optional
 
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.checkpoint_loader import (
-    READ_ERRORS, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint, size_problem,
+    READ_ERRORS, check_optimizer_state, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint,
+    size_problem,
 )
-from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
+from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError, UserError
 from fairseq_syntax_core.fileio import check_input_file
-from fairseq_syntax_core.interrupts import install_error_hook
+from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
 from fairseq_syntax_core.startup import ensure_open_files
+
+from .fairseq_settings import (  # the checks the wrappers apply
+    adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, training_settings_error,
+)
 
 #: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)
 OPEN_FILES_NEEDED = 256
@@ -211,85 +230,10 @@ def _wrap_make_batches() -> bool:
     return True
 
 
-#: the environment torchrun (torch.distributed.launch) sets for each process
-TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
-#: the --ddp-backend values whose wrapper runs on CPU modules (fairseq's LegacyDistributedDataParallel)
-CPU_DDP_BACKENDS = ("legacy_ddp", "no_c10d")
-CPU_RANK_FLAGS = (
-    "--cpu --distributed-backend gloo --ddp-backend legacy_ddp --distributed-world-size N "
-    "--distributed-rank R --distributed-no-spawn --distributed-init-method tcp://HOST:PORT"
-)
-
-
 def _gpu_count() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def adopt_torchrun_on_cpu(dt, env: Mapping[str, str], default_world_size: int = 1) -> bool:
-    """Under torchrun without GPU, set rank and world size from ``env`` as fairseq does on GPU.
-
-    fairseq's ``_infer_torch_distributed_launch_init`` computes ``RANK % torch.cuda.device_count()``
-    (a ZeroDivisionError without GPU), and on CPU its default ``--distributed-world-size`` is 1,
-    with which it would not even look at the environment: each process would train alone on the
-    whole data and write the same checkpoints. A torchrun of one process (``WORLD_SIZE=1``) is
-    left alone; ``default_world_size`` is fairseq's default (``max(1, GPUs)``), not a user's value.
-    Returns whether ``dt`` was set.
-    """
-    if dt.distributed_init_method is not None or not all(key in env for key in TORCHRUN_ENV):
-        return False
-    world = int(env["WORLD_SIZE"])
-    if world <= 1:
-        return False
-    if dt.distributed_world_size not in (default_world_size, world):
-        raise UsageError(
-            f"--distributed-world-size {dt.distributed_world_size} disagrees with torchrun's WORLD_SIZE={world}: "
-            "leave the flag out under torchrun"
-        )
-    dt.distributed_init_method = "env://"
-    dt.distributed_world_size = world
-    dt.distributed_rank = int(env["RANK"])
-    dt.device_id = int(env.get("LOCAL_RANK", 0))
-    dt.distributed_no_spawn = True
-    return True
-
-
-def distributed_cpu_error(cfg, gpus: int) -> Optional[str]:
-    """Why fairseq cannot train ``cfg`` with several ranks on CPU (``gpus`` = 0 or ``--cpu``), or None.
-
-    Only settings fairseq would run as a silent no-op or fail on obscurely are named; a
-    single process, TPU and GPU runs are left to fairseq.
-    """
-    dt, common = cfg.distributed_training, cfg.common
-    if dt.distributed_world_size <= 1 or getattr(common, "tpu", False):
-        return None
-    on_cpu = getattr(common, "cpu", False) or gpus == 0
-    if not on_cpu:
-        return None
-    if gpus == 0 and not dt.distributed_no_spawn and not getattr(dt, "pipeline_model_parallel", False):
-        return (
-            f"--distributed-world-size {dt.distributed_world_size} without GPU: fairseq spawns one process "
-            "per GPU, so it would start none and exit without training. On CPU start one process per rank "
-            f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (README, Scale out)"
-        )
-    if dt.distributed_no_spawn and dt.distributed_init_method is None and not all(k in os.environ for k in TORCHRUN_ENV) \
-            and "SLURM_JOB_NODELIST" not in os.environ and "SLURM_STEP_NODELIST" not in os.environ:
-        return (
-            "--distributed-no-spawn without --distributed-init-method: fairseq would look for GPUs to place "
-            f"the ranks on; on CPU every rank needs {CPU_RANK_FLAGS}"
-        )
-    if dt.distributed_backend == "nccl":
-        return (
-            "--distributed-backend nccl needs GPUs: on CPU use --distributed-backend gloo "
-            f"(with {CPU_RANK_FLAGS})"
-        )
-    if dt.ddp_backend not in CPU_DDP_BACKENDS:
-        return (
-            f"--ddp-backend {dt.ddp_backend} wraps the model with GPU device ids, which a CPU model refuses: "
-            "on CPU use --ddp-backend legacy_ddp (fairseq's own gradient all-reduce)"
-        )
-    return None
 
 
 def _wrap_call_main(distributed_utils) -> bool:
@@ -311,6 +255,8 @@ def _wrap_call_main(distributed_utils) -> bool:
                 "from the environment (fairseq would divide the rank by the GPU count)"
             )
         error = distributed_cpu_error(cfg, gpus)
+        if error is None and getattr(main, "__module__", None) == "fairseq_cli.train":
+            error = training_settings_error(cfg)
         if error is not None:
             raise UsageError(error)
         return original(cfg, main, **kwargs)
@@ -382,10 +328,28 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     return True
 
 
+def _discard_results(output_file) -> Optional[str]:
+    """Close and remove the ``--results-path`` file fairseq-generate opened for this run (with "w": nothing of an
+    earlier run is in it); its name, or None when the output is not such a file (standard output)."""
+    name = getattr(output_file, "name", None)
+    if output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
+        return None
+    try:
+        output_file.close()
+    except OSError:
+        pass
+    try:
+        os.remove(name)
+    except OSError:
+        pass
+    return name
+
+
 def _wrap_generate_main() -> bool:
     """fairseq-generate ``--results-path``: a write that fails (disk full, file too large) names the results
     file, and the partial file this run wrote is removed (fairseq: an OSError naming no file, the half-written
-    ``generate-SPLIT.txt`` left behind)."""
+    ``generate-SPLIT.txt`` left behind); so is the empty or partial file of a run that a :class:`UserError`
+    stops (a search setting refused when the generator is built, a damaged data-bin file)."""
     try:
         from fairseq_cli import generate
     except ImportError:
@@ -401,18 +365,15 @@ def _wrap_generate_main() -> bool:
     def _main(cfg, output_file):
         try:
             return original(cfg, output_file)
+        except UserError:
+            _discard_results(output_file)  # refused: no results file, as if the run had not started
+            raise
         except OSError as error:
-            name = getattr(output_file, "name", None)
-            if error.filename is not None or output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
+            if error.filename is not None:
                 raise
-            try:
-                output_file.close()
-            except OSError:
-                pass
-            try:
-                os.remove(name)  # this run's own, half-written: fairseq opened it with "w"
-            except OSError:
-                pass
+            name = _discard_results(output_file)  # this run's own, half-written
+            if name is None:
+                raise
             raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
 
     _main._fairseq_syntax = True  # type: ignore[attr-defined]
@@ -420,17 +381,112 @@ def _wrap_generate_main() -> bool:
     return True
 
 
+def _wrap_generate_entry() -> bool:
+    """``fairseq_cli.generate.main``: refuse :func:`generation_shards_error` before fairseq opens the results file."""
+    try:
+        from fairseq_cli import generate
+    except ImportError:
+        return False
+    original = getattr(generate, "main", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters) != ("cfg",):
+        logger.warning("fairseq-generate's main has changed: --num-shards and --shard-id are not checked")
+        return False
+
+    @functools.wraps(original)
+    def main(cfg):
+        error = generation_shards_error(cfg)
+        if error is not None:
+            raise UsageError(error)
+        return original(cfg)
+
+    main._fairseq_syntax = True  # type: ignore[attr-defined]
+    generate.main = main
+    return True
+
+
+def _wrap_optimizer_load_state_dict(fairseq_optimizer) -> bool:
+    """``FairseqOptimizer.load_state_dict``, which fairseq-train's restore calls with the checkpoint's
+    ``last_optimizer_state``: state that does not fit the parameters is refused, naming the checkpoint
+    (:func:`~fairseq_syntax_core.checkpoint_loader.optimizer_state_problem`), before the first update fails on it."""
+    cls = getattr(fairseq_optimizer, "FairseqOptimizer", None)
+    original = getattr(cls, "load_state_dict", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters)[:3] != ("self", "state_dict", "optimizer_overrides"):
+        logger.warning("fairseq's FairseqOptimizer.load_state_dict has changed: a checkpoint's optimizer state is "
+                       "not checked against the model")
+        return False
+
+    @functools.wraps(original)
+    def load_state_dict(self, state_dict, optimizer_overrides=None):
+        groups = getattr(getattr(self, "_optimizer", None), "param_groups", None)
+        if isinstance(groups, list) and all(isinstance(g, dict) and "params" in g for g in groups):
+            shapes = [[tuple(p.shape) for p in group["params"]] for group in groups]
+            check_optimizer_state(checkpoint_loader.last_read, state_dict, shapes)
+        return original(self, state_dict, optimizer_overrides)
+
+    load_state_dict._fairseq_syntax = True  # type: ignore[attr-defined]
+    cls.load_state_dict = load_state_dict
+    return True
+
+
+#: the file fairseq's trainer saves its state to when a training step fails
+CRASH_FILE = "crash.pt"
+
+
+def _wrap_crash_save(trainer_module) -> bool:
+    """``Trainer.save_checkpoint`` as fairseq's ``train_step`` calls it for ``crash.pt`` (on an error other than a
+    RuntimeError in the forward and backward passes, and on NaN gradients): the state at the failure, kept on
+    purpose to debug the model with. A :class:`UserError` is our refusal of the inputs or settings, with nothing
+    to debug: no crash.pt is written for it (one already there is left alone). For any other error the crash.pt
+    is written and named in the error's line."""
+    cls = getattr(trainer_module, "Trainer", None)
+    original = getattr(cls, "save_checkpoint", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+    if tuple(inspect.signature(original).parameters)[:3] != ("self", "filename", "extra_state"):
+        logger.warning("fairseq's Trainer.save_checkpoint has changed: a refused training step may leave a crash.pt")
+        return False
+
+    @functools.wraps(original)
+    def save_checkpoint(self, filename, extra_state, *args, **kwargs):
+        if os.path.basename(os.fspath(filename)) != CRASH_FILE:
+            return original(self, filename, extra_state, *args, **kwargs)
+        error = sys.exc_info()[1]  # the error fairseq's train_step is handling
+        if isinstance(error, UserError):
+            logger.info(f"not saving {filename}: the error is a refusal of the inputs or settings, nothing to debug")
+            return None
+        existed = os.path.exists(filename)
+        result = original(self, filename, extra_state, *args, **kwargs)
+        if error is not None and os.path.isfile(filename):
+            add_error_note(error, f"fairseq saved the training state at the failure to {filename} "
+                                  f"({'replacing the one there' if existed else 'its debugging aid'}; "
+                                  "delete it when done)")
+        return result
+
+    save_checkpoint._fairseq_syntax = True  # type: ignore[attr-defined]
+    cls.save_checkpoint = save_checkpoint
+    return True
+
+
 def install() -> None:
     """Apply every wrapper, and print this project's errors without tracebacks."""
     from fairseq import checkpoint_utils
+    from fairseq import trainer as trainer_module
     from fairseq.distributed import utils as distributed_utils
+    from fairseq.optim import fairseq_optimizer
 
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
+    _wrap_optimizer_load_state_dict(fairseq_optimizer)
+    _wrap_crash_save(trainer_module)
     _wrap_load_checkpoint(checkpoint_utils)
     _wrap_torch_persistent_save(checkpoint_utils)
     _wrap_buffered_read()
     _wrap_make_batches()
     _wrap_generate_main()
+    _wrap_generate_entry()
     _wrap_call_main(distributed_utils)
     install_error_hook()
     ensure_open_files(OPEN_FILES_NEEDED)  # after the hook: a refusal is one line

@@ -199,6 +199,16 @@ def check_metadata(meta: Dict, path: str) -> Dict:
     return meta
 
 
+def codes_file(meta: Dict, path: str) -> str:
+    """The name of the data-bin's BPE codes file, as ``syntax.json`` (at ``path``) records it (``bpe.codes``),
+    or :data:`CODES_FILE` where it records none; a recorded name that is not one plain file of the folder (a
+    path, ``..``) is a DataBinError naming ``path`` and the key."""
+    bpe = meta.get("bpe")
+    if isinstance(bpe, dict) and bpe.get("codes") is not None:
+        return check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
+    return CODES_FILE
+
+
 def required(meta: Dict, key: str, path: str) -> object:
     """``meta[key]``, or a DataBinError naming ``path`` and the missing key."""
     if key not in meta:

@@ -247,6 +247,23 @@ def error_message(error: BaseException) -> str:
     return one_line(str(error)) or type(error).__name__  # every message one line, whatever values it holds
 
 
+#: the attribute of an exception that holds what its one line must add (what the failure left behind)
+_NOTES = "_fairseq_syntax_notes"
+
+
+def add_error_note(error: BaseException, note: str) -> None:
+    """Have ``error``'s one line end with ``note`` (:func:`install_error_hook`; a traceback shows it too):
+    fairseq's crash.pt, left on purpose, is named where the user reads the error."""
+    setattr(error, _NOTES, [*getattr(error, _NOTES, []), note])
+    if hasattr(error, "add_note"):  # Python >= 3.11: the traceback (FAIRSEQ_SYNTAX_TRACEBACK=1) shows it
+        error.add_note(note)
+
+
+def error_notes(error: BaseException) -> str:
+    """The notes :func:`add_error_note` gave ``error``, as one clause (empty without)."""
+    return "; ".join(one_line(note) for note in getattr(error, _NOTES, []))
+
+
 def print_error(prog: str, error: BaseException, note: str = "") -> int:
     """Print ``PROG: error: MESSAGE[; NOTE]`` on stderr (:func:`error_message`); returns 1, the exit status."""
     message = error_message(error) + (f"; {note}" if note else "")
@@ -342,7 +359,7 @@ def install_error_hook() -> None:
                 usage = fairseq_usage_message(value, traceback)
                 shown = UserError(usage) if usage is not None else None
             if shown is not None:
-                print_error(_prog(), shown)
+                print_error(_prog(), shown, error_notes(value))
                 if _in_forked_worker():
                     os._exit(1)
                 return

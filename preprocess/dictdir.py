@@ -14,7 +14,7 @@ import os
 from typing import Dict, Optional
 
 from fairseq_syntax_core.databin import (
-    CODES_FILE, LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, STREAMS, dictionary_path,
+    LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, STREAMS, codes_file, dictionary_path,
 )
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import quoted
@@ -91,7 +91,7 @@ def apply_dictdir(args) -> None:
     if meta.get("bpe", {}).get("name", "none") == "none":
         args.no_bpe = True
     else:
-        args.bpe_codes = os.path.join(folder, CODES_FILE)
+        args.bpe_codes = os.path.join(folder, codes_file(meta, where))  # by the name syntax.json records
     args.labeldict = dictionary_path(folder, src, STREAMS[LABEL.name])
     args.posdict = dictionary_path(folder, src, STREAMS[POS.name])
     if args.target_parser or args.target_external_parse:

@@ -47,8 +47,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.databin import (
-    HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, required,
-    stream_prefix,
+    HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, codes_file,
+    required, stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError
@@ -266,7 +266,11 @@ def run(args) -> Dict[str, int]:
     check_destdir(args.destdir, args.overwrite, [args.data_bin])
     if is_inside(args.destdir, args.data_bin):
         raise UsageError(f"--destdir {args.destdir} is inside the data-bin {args.data_bin} it copies: write elsewhere")
-    for name in (f"dict.{src}.{LABEL.dictionary}.txt", f"dict.{src}.{POS.dictionary}.txt", f"dict.{src}.txt"):
+    # the BPE codes by the name syntax.json records (a plain file name of the folder: codes_file refuses others)
+    codes = codes_file(meta, meta_path)
+    recorded_codes = [codes] if (meta.get("bpe") or {}).get("name", "none") != "none" else []
+    for name in (f"dict.{src}.{LABEL.dictionary}.txt", f"dict.{src}.{POS.dictionary}.txt", f"dict.{src}.txt",
+                 *recorded_codes):
         if not os.path.isfile(os.path.join(args.data_bin, name)):
             raise InputError(os.path.join(args.data_bin, name), None, "not found: the data-bin is incomplete")
     labels = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{LABEL.dictionary}.txt"))
@@ -287,7 +291,7 @@ def run(args) -> Dict[str, int]:
     # the datasets are unmapped (ExitStack) before an error removes the temporary folder: with the file
     # descriptors used up (EMFILE) the removal itself needs some
     with filling(args.destdir) as out, contextlib.ExitStack() as opened:
-        for name in sorted(files_of(meta)):
+        for name in sorted(files_of(meta) | {codes}):
             path = os.path.join(args.data_bin, name)
             if os.path.isfile(path):
                 shutil.copy2(path, os.path.join(out, name))

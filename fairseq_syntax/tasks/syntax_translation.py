@@ -409,7 +409,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
-        _check_search(args)
+        _check_search(args, len(self.target_dictionary))
         if getattr(args, "score_reference", False):  # teacher-forced: gold target distances, or a refusal
             check_reference_scoring(models, utils.split_paths(self.cfg.data)[0], self.cfg.target_lang,
                                     bool(self.target_stream_names))
@@ -430,8 +430,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         )
 
 
-def _check_search(args) -> None:
-    """Search settings fairseq accepts and then fails on deep in the generator, refused in one line."""
+def _check_search(args, vocabulary: Optional[int] = None) -> None:
+    """Search settings fairseq accepts and then fails on deep in the generator (or reads as "off" without a word),
+    refused in one line. ``vocabulary``: the size of the target dictionary, which top-k sampling draws from."""
     beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
     if isinstance(beam, int) and beam < 1:
         raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
@@ -449,6 +450,18 @@ def _check_search(args) -> None:
         if isinstance(value, (int, float)) and not value >= 0:  # NaN fails too
             raise UsageError(f"--{name.replace('_', '-')} {value}: expected a length >= 0 "
                              "(the longest translation is max-len-a * source length + max-len-b)")
+    # fairseq samples from the top p (top k) only when the value is > 0: NaN, 0 and other negatives than its
+    # default -1 would sample from the whole distribution without a word; p > 1 is no probability mass
+    topp = getattr(args, "sampling_topp", -1.0)
+    if isinstance(topp, (int, float)) and not isinstance(topp, bool) and topp != -1 and not 0 < topp <= 1:
+        raise UsageError(f"--sampling-topp {topp:g}: expected a probability mass in (0, 1], or -1 (fairseq's default: "
+                         "no nucleus sampling)")
+    topk = getattr(args, "sampling_topk", -1)
+    if isinstance(topk, int) and not isinstance(topk, bool) and topk != -1 and \
+            not (1 <= topk and (vocabulary is None or topk <= vocabulary)):
+        most = f" to {vocabulary}, the target dictionary's size" if vocabulary is not None else " or more"
+        raise UsageError(f"--sampling-topk {topk}: expected a number of candidates from 1{most}, or -1 "
+                         "(fairseq's default: no top-k sampling)")
 
 
 def _check_probabilities(settings) -> None:

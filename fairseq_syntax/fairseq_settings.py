@@ -1,0 +1,153 @@
+"""fairseq's own settings that fairseq takes without a word and then ignores, misreads or fails on late.
+
+Each check returns the one line that names the option, its value and what is accepted (or None);
+:mod:`fairseq_syntax.compat` applies them where fairseq's commands start, before any work:
+
+* :func:`distributed_cpu_error`, :func:`adopt_torchrun_on_cpu`: several ranks on a machine without GPU
+  (``distributed.utils.call_main``);
+* :func:`training_settings_error`: fairseq-train's ``--lr``, ``--clip-norm`` and ``--keep-*`` counts
+  (``call_main`` with fairseq-train's ``main``);
+* :func:`generation_shards_error`: fairseq-generate's ``--num-shards``/``--shard-id``, which it does not read
+  (``fairseq_cli.generate.main``, before the results file is opened).
+
+Search settings are checked by the task when the generator is built (``syntax_translation._check_search``).
+"""
+
+import math
+import os
+from typing import Mapping, Optional
+
+from fairseq_syntax_core.errors import UsageError
+
+
+#: the environment torchrun (torch.distributed.launch) sets for each process
+TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+#: the --ddp-backend values whose wrapper runs on CPU modules (fairseq's LegacyDistributedDataParallel)
+CPU_DDP_BACKENDS = ("legacy_ddp", "no_c10d")
+CPU_RANK_FLAGS = (
+    "--cpu --distributed-backend gloo --ddp-backend legacy_ddp --distributed-world-size N "
+    "--distributed-rank R --distributed-no-spawn --distributed-init-method tcp://HOST:PORT"
+)
+
+
+def adopt_torchrun_on_cpu(dt, env: Mapping[str, str], default_world_size: int = 1) -> bool:
+    """Under torchrun without GPU, set rank and world size from ``env`` as fairseq does on GPU.
+
+    fairseq's ``_infer_torch_distributed_launch_init`` computes ``RANK % torch.cuda.device_count()``
+    (a ZeroDivisionError without GPU), and on CPU its default ``--distributed-world-size`` is 1,
+    with which it would not even look at the environment: each process would train alone on the
+    whole data and write the same checkpoints. A torchrun of one process (``WORLD_SIZE=1``) is
+    left alone; ``default_world_size`` is fairseq's default (``max(1, GPUs)``), not a user's value.
+    Returns whether ``dt`` was set.
+    """
+    if dt.distributed_init_method is not None or not all(key in env for key in TORCHRUN_ENV):
+        return False
+    world = int(env["WORLD_SIZE"])
+    if world <= 1:
+        return False
+    if dt.distributed_world_size not in (default_world_size, world):
+        raise UsageError(
+            f"--distributed-world-size {dt.distributed_world_size} disagrees with torchrun's WORLD_SIZE={world}: "
+            "leave the flag out under torchrun"
+        )
+    dt.distributed_init_method = "env://"
+    dt.distributed_world_size = world
+    dt.distributed_rank = int(env["RANK"])
+    dt.device_id = int(env.get("LOCAL_RANK", 0))
+    dt.distributed_no_spawn = True
+    return True
+
+
+def distributed_cpu_error(cfg, gpus: int) -> Optional[str]:
+    """Why fairseq cannot train ``cfg`` with several ranks on CPU (``gpus`` = 0 or ``--cpu``), or None.
+
+    Only settings fairseq would run as a silent no-op or fail on obscurely are named; a
+    single process, TPU and GPU runs are left to fairseq.
+    """
+    dt, common = cfg.distributed_training, cfg.common
+    if dt.distributed_world_size <= 1 or getattr(common, "tpu", False):
+        return None
+    on_cpu = getattr(common, "cpu", False) or gpus == 0
+    if not on_cpu:
+        return None
+    if gpus == 0 and not dt.distributed_no_spawn and not getattr(dt, "pipeline_model_parallel", False):
+        return (
+            f"--distributed-world-size {dt.distributed_world_size} without GPU: fairseq spawns one process "
+            "per GPU, so it would start none and exit without training. On CPU start one process per rank "
+            f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (README, Scale out)"
+        )
+    if dt.distributed_no_spawn and dt.distributed_init_method is None and not all(k in os.environ for k in TORCHRUN_ENV) \
+            and "SLURM_JOB_NODELIST" not in os.environ and "SLURM_STEP_NODELIST" not in os.environ:
+        return (
+            "--distributed-no-spawn without --distributed-init-method: fairseq would look for GPUs to place "
+            f"the ranks on; on CPU every rank needs {CPU_RANK_FLAGS}"
+        )
+    if dt.distributed_backend == "nccl":
+        return (
+            "--distributed-backend nccl needs GPUs: on CPU use --distributed-backend gloo "
+            f"(with {CPU_RANK_FLAGS})"
+        )
+    if dt.ddp_backend not in CPU_DDP_BACKENDS:
+        return (
+            f"--ddp-backend {dt.ddp_backend} wraps the model with GPU device ids, which a CPU model refuses: "
+            "on CPU use --ddp-backend legacy_ddp (fairseq's own gradient all-reduce)"
+        )
+    return None
+
+
+def _number(value) -> str:
+    """A setting's value as the user typed it (``-1``, ``nan``, ``0.5``)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+#: fairseq's checkpoint counts (``--keep-*``): -1, the default, keeps every checkpoint; the least other value
+KEEP_COUNTS = {"keep_interval_updates": 0, "keep_last_epochs": 0, "keep_best_checkpoints": 0,
+               "keep_interval_updates_pattern": 1}
+
+
+def training_settings_error(cfg) -> Optional[str]:
+    """Why fairseq-train must not start on ``cfg``: a setting fairseq takes without a word and then misreads, or None.
+
+    * ``--lr``: a rate <= 0 or not finite. fairseq stops at once on a negative one (the rate is below
+      ``--stop-min-lr``) and exits 0 without training; NaN trains on NaN.
+    * ``--clip-norm``: negative or NaN. fairseq clips only when the norm is > 0, so either is "no clipping".
+    * ``--keep-interval-updates``, ``--keep-last-epochs``, ``--keep-best-checkpoints``: below -1. fairseq keeps only
+      when the count is > 0, so -2 keeps every checkpoint; ``--keep-interval-updates-pattern`` 0 divides by zero at
+      the first save, after the first interval has been trained.
+    """
+    optimization, checkpoint = getattr(cfg, "optimization", None), getattr(cfg, "checkpoint", None)
+    rates = list(getattr(optimization, "lr", None) or [])
+    for rate in rates:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
+            return (f"--lr {','.join(_number(r) for r in rates)}: expected learning rates > 0 (finite; one per "
+                    "epoch, the last for the rest: --lr 0.0005)")
+    clip = getattr(optimization, "clip_norm", 0.0)
+    if isinstance(clip, (int, float)) and not (math.isfinite(clip) and clip >= 0):
+        return f"--clip-norm {_number(clip)}: expected a gradient norm >= 0 (0, fairseq's default: no clipping)"
+    for key, least in KEEP_COUNTS.items():
+        count = getattr(checkpoint, key, -1)
+        if isinstance(count, int) and count != -1 and count < least:
+            return (f"--{key.replace('_', '-')} {count}: expected a count >= {least}, or -1 (fairseq's default: "
+                    f"{'keep every checkpoint' if key != 'keep_interval_updates_pattern' else 'no pattern'})")
+    return None
+
+
+def generation_shards_error(cfg) -> Optional[str]:
+    """Why fairseq-generate must not start with ``--num-shards``/``--shard-id`` as given, or None.
+
+    fairseq 0.12's generate reads neither: it shards its batches by ``--distributed-world-size`` and
+    ``--distributed-rank``, so ``--num-shards 2 --shard-id 1`` decodes every sentence, as do ``--num-shards 0``
+    and ``--shard-id 5 --num-shards 2``.
+    """
+    dataset = getattr(cfg, "dataset", cfg)  # fairseq's DictConfig, or the Namespace fairseq-generate passes
+    shards, shard = getattr(dataset, "num_shards", 1), getattr(dataset, "shard_id", 0)
+    if not isinstance(shards, int) or not isinstance(shard, int):
+        return None
+    if shards < 1:
+        return f"--num-shards {shards}: expected a number of shards >= 1"
+    if not 0 <= shard < shards:
+        return f"--shard-id {shard}: expected a shard of --num-shards {shards}, from 0 to {shards - 1}"
+    if shards > 1:
+        return (f"--num-shards {shards} --shard-id {shard}: fairseq-generate does not read these and would decode "
+                f"every sentence; shard with --distributed-world-size {shards} --distributed-rank {shard}")
+    return None

@@ -1,0 +1,268 @@
+"""A fifth hostile pass (issue 28, one-line errors at the edges): fairseq's own options that it takes silently
+(--lr, --clip-norm, --keep-*, --sampling-topp/-topk, --num-shards/--shard-id), a checkpoint whose optimizer
+state does not fit the model, the crash.pt fairseq leaves after a refused training step, and the BPE codes
+that fairseq-syntax-perturb copies by the name syntax.json records."""
+
+import json
+import os
+import shutil
+import types
+
+import pytest
+import torch
+
+from .conftest import call, tool
+
+RELEASE_0_2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2")
+TINY_TRAIN = ["--arch", "transformer_dep_rel", "--encoder-layers", "1", "--decoder-layers", "1",
+              "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
+              "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+              "--optimizer", "adam", "--max-tokens", "2000", "--no-progress-bar", "--valid-subset", "test", "--cpu"]
+
+
+@pytest.fixture
+def release(tmp_path):
+    """The 0.2.0 fixture (a data-bin, tiny checkpoints) copied outside the checkout."""
+    shutil.copytree(RELEASE_0_2, tmp_path / "r", ignore=shutil.ignore_patterns("make.sh"))
+    return tmp_path / "r"
+
+
+def _refused_in_one_line(result, *words):
+    err = result.stderr
+    assert result.returncode not in (0, None) and "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "\x1b" not in err, err[-3000:]
+    assert all(w in errors[0] for w in words), errors[0]
+    return errors[0]
+
+
+def _train(release, *extra, arch=TINY_TRAIN, task="syntax_translation"):
+    return call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", task, *arch,
+                 *extra], cwd=str(release), expect_ok=False)
+
+
+def _generate(release, *extra):
+    return call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                 "--path", "checkpoints/transformer_dep_rel.pt", "--gen-subset", "test", "--beam", "2", "--nbest", "2",
+                 "--max-len-b", "5", "--batch-size", "8", *extra], cwd=str(release), expect_ok=False)
+
+
+# ------------------------------------------------------------------ 1. training settings fairseq misreads
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [
+    (["--lr", "-1"], ("--lr -1", "> 0")),  # fairseq: stops at once, exit 0, nothing trained
+    (["--lr", "0.01", "--clip-norm", "nan"], ("--clip-norm nan", ">= 0")),  # fairseq: no clipping
+    (["--lr", "0.01", "--keep-last-epochs", "-2"], ("--keep-last-epochs -2", "-1")),  # fairseq: keeps every one
+    (["--lr", "0.01", "--keep-interval-updates-pattern", "0", "--keep-interval-updates", "1",
+      "--save-interval-updates", "1"], ("--keep-interval-updates-pattern 0",)),  # fairseq: ZeroDivisionError late
+])
+def test_training_settings_fairseq_takes_silently_are_refused_at_start_up(release, extra, words):
+    _refused_in_one_line(_train(release, "--max-update", "2", "--save-dir", "ck", *extra), *words)
+    assert not os.path.exists(release / "ck")  # refused before anything was trained or saved
+
+
+@pytest.mark.parametrize("optimization, checkpoint, words", [
+    ({"lr": [0.0]}, {}, "--lr 0"), ({"lr": [0.01, float("nan")]}, {}, "--lr 0.01,nan"),
+    ({"lr": [float("inf")]}, {}, "--lr inf"), ({"clip_norm": -1.0}, {}, "--clip-norm -1"),
+    ({"clip_norm": float("inf")}, {}, "--clip-norm inf"),
+    ({}, {"keep_interval_updates": -3}, "--keep-interval-updates -3"),
+    ({}, {"keep_best_checkpoints": -5}, "--keep-best-checkpoints -5"),
+    ({}, {"keep_interval_updates_pattern": -2}, "--keep-interval-updates-pattern -2"),
+])
+def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, words):
+    from fairseq_syntax.compat import training_settings_error
+
+    def cfg(optimization=(), checkpoint=()):
+        return types.SimpleNamespace(
+            optimization=types.SimpleNamespace(**{"lr": [0.25], "clip_norm": 0.0, **dict(optimization)}),
+            checkpoint=types.SimpleNamespace(**{"keep_interval_updates": -1, "keep_interval_updates_pattern": -1,
+                                                "keep_last_epochs": -1, "keep_best_checkpoints": -1,
+                                                **dict(checkpoint)}))
+
+    assert training_settings_error(cfg()) is None
+    assert training_settings_error(cfg({"lr": [0.001, 0.0005], "clip_norm": 0.1}, {"keep_last_epochs": 0})) is None
+    error = training_settings_error(cfg(optimization, checkpoint))
+    assert error is not None and error.startswith(words + ":"), error
+
+
+# ------------------------------------------------------------------ 2, 3. generation settings
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra, words", [
+    (["--sampling", "--sampling-topp", "nan"], ("--sampling-topp nan", "(0, 1]")),
+    (["--sampling", "--sampling-topp", "1.5"], ("--sampling-topp 1.5",)),
+    (["--sampling", "--sampling-topk", "0"], ("--sampling-topk 0",)),
+    (["--num-shards", "0"], ("--num-shards 0", ">= 1")),
+    (["--shard-id", "5", "--num-shards", "2"], ("--shard-id 5", "from 0 to 1")),
+    (["--shard-id", "1", "--num-shards", "2"], ("--num-shards 2", "--distributed-world-size 2 --distributed-rank 1")),
+])
+def test_generation_settings_fairseq_ignores_or_reads_as_off_are_one_line(release, extra, words):
+    _refused_in_one_line(_generate(release, "--results-path", "out", *extra), *words)
+    assert not os.path.exists(release / "out" / "generate-test.txt")  # nor an empty results file
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({"sampling_topp": 0.0}, "--sampling-topp 0"), ({"sampling_topp": -0.5}, "--sampling-topp -0.5"),
+    ({"sampling_topk": -3}, "--sampling-topk -3"), ({"sampling_topk": 161}, "--sampling-topk 161"),
+])
+def test_sampling_settings_are_checked_with_the_target_dictionary(settings, words):
+    from fairseq_syntax.tasks.syntax_translation import _check_search
+    from fairseq_syntax_core.errors import UsageError
+
+    base = {"beam": 2, "nbest": 2, "sampling_topp": -1.0, "sampling_topk": -1}
+    _check_search(types.SimpleNamespace(**base), 160)
+    _check_search(types.SimpleNamespace(**{**base, "sampling_topp": 1.0, "sampling_topk": 160}), 160)
+    with pytest.raises(UsageError, match=words.replace("-", r"\-") + ":"):
+        _check_search(types.SimpleNamespace(**{**base, **settings}), 160)
+
+
+def test_generation_shards_in_range_of_one_pass():
+    from fairseq_syntax.compat import generation_shards_error
+
+    assert generation_shards_error(types.SimpleNamespace(num_shards=1, shard_id=0)) is None
+    assert "--shard-id -1" in generation_shards_error(types.SimpleNamespace(num_shards=1, shard_id=-1))
+
+
+# ------------------------------------------------------------------ 4. optimizer state that does not fit
+
+def _forge_optimizer_state(release, edit):
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(str(release / "base" / "checkpoint_last.pt"))
+    edit(state["last_optimizer_state"])
+    torch.save(state, release / "forged.pt")
+
+
+def _drop_last_parameter(optimizer_state):
+    last = optimizer_state["param_groups"][0]["params"].pop()
+    optimizer_state["state"].pop(last, None)
+
+
+@pytest.mark.slow
+def test_restoring_optimizer_state_that_does_not_fit_names_the_checkpoint(release):
+    trained = _train(release, "--lr", "0.01", "--max-update", "2", "--save-dir", "base")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    for edit, words in ((lambda o: o["state"][0].__setitem__("exp_avg", torch.zeros(3)),
+                         ("forged.pt: ", "parameter 1 of", "exp_avg of shape [3]", "--reset-optimizer")),
+                        (_drop_last_parameter, ("forged.pt: ", "parameters in group 1", "--reset-optimizer"))):
+        _forge_optimizer_state(release, edit)
+        shutil.rmtree(release / "ck", ignore_errors=True)
+        result = _train(release, "--lr", "0.01", "--max-update", "4", "--save-dir", "ck", "--restore-file", "forged.pt")
+        _refused_in_one_line(result, *words)
+        assert not os.path.exists(release / "ck" / "crash.pt")
+    resumed = _train(release, "--lr", "0.01", "--max-update", "4", "--save-dir", "base")  # the true state still loads
+    assert resumed.returncode == 0 and "num_updates 4" in resumed.stdout + resumed.stderr, resumed.stderr[-3000:]
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda o: o["state"][1].__setitem__("exp_avg_sq", torch.zeros(2, 3)), "parameter 2 of 3 has exp_avg_sq"),
+    (lambda o: o["state"][0].__setitem__("step", "x"), "has step 'x'"),
+    (lambda o: o["state"][0].__setitem__("exp_avg", torch.zeros(4, 2, dtype=torch.complex64)), "complex64"),
+    (lambda o: o["state"].__setitem__(7, {}), "entry 7 for no parameter"),
+    (lambda o: o["param_groups"].append({"params": []}), "2 parameter groups, the optimizer 1"),
+    (lambda o: o.pop("state"), "without torch's 'state'"),
+])
+def test_optimizer_state_is_checked_against_the_parameters(edit, words):
+    from fairseq_syntax_core.checkpoint_loader import check_optimizer_state
+    from fairseq_syntax_core.errors import CheckpointError
+
+    def saved():
+        return {"state": {0: {"step": 3, "exp_avg": torch.zeros(4, 2), "exp_avg_sq": torch.zeros(4, 2)},
+                          1: {"step": torch.tensor(3.0), "exp_avg_sq": torch.zeros(2)}},
+                "param_groups": [{"lr": 0.1, "params": [0, 1, 2]}]}
+
+    shapes = [[(4, 2), (2,), (5,)]]
+    check_optimizer_state("ck.pt", saved(), shapes)
+    state = saved()
+    edit(state)
+    with pytest.raises(CheckpointError) as error:
+        check_optimizer_state("ck.pt", state, shapes)
+    assert str(error.value).startswith("ck.pt: ") and words in str(error.value) and "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------ 5. crash.pt after a refused training step
+
+TREE2SEQ = ["--arch", "tree2seq", "--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim",
+            "16", "--decoder-hidden-size", "16", "--decoder-out-embed-dim", "16", "--optimizer", "adam", "--lr", "0.01",
+            "--max-tokens", "2000", "--no-progress-bar", "--valid-subset", "test", "--cpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("earlier", [None, b"an earlier run's crash.pt"])
+def test_a_refusal_inside_a_training_step_leaves_no_crash_pt(release, earlier):
+    # tree2seq under fairseq's translation task: the model refuses its first batch (no phrase structure) inside
+    # fairseq's train_step, where fairseq saves crash.pt on any error that is not a RuntimeError
+    if earlier is not None:
+        (release / "ck").mkdir()
+        (release / "ck" / "crash.pt").write_bytes(earlier)
+    result = _train(release, "--max-update", "2", "--save-dir", "ck", arch=TREE2SEQ, task="translation")
+    _refused_in_one_line(result, "tree2seq needs the source phrase structure")
+    if earlier is None:
+        assert not os.path.exists(release / "ck" / "crash.pt")
+    else:
+        assert (release / "ck" / "crash.pt").read_bytes() == earlier
+
+
+def test_any_other_error_keeps_fairseqs_crash_pt_and_names_it_in_its_line(tmp_path):
+    from fairseq_syntax import compat
+    from fairseq_syntax_core.errors import UsageError
+    from fairseq_syntax_core.interrupts import error_notes
+
+    class Trainer:
+        def save_checkpoint(self, filename, extra_state):
+            with open(filename, "wb") as handle:
+                handle.write(b"state")
+
+    module = types.SimpleNamespace(Trainer=Trainer)
+    assert compat._wrap_crash_save(module)
+    crash = str(tmp_path / "crash.pt")
+    try:
+        raise UsageError("--x: refused")
+    except UsageError as refusal:
+        Trainer().save_checkpoint(crash, {})
+        assert not os.path.exists(crash) and error_notes(refusal) == ""
+    try:
+        raise ValueError("fairseq's own failure")
+    except ValueError as failure:
+        Trainer().save_checkpoint(crash, {})
+        assert os.path.exists(crash) and crash in error_notes(failure) and "debugging" in error_notes(failure)
+    Trainer().save_checkpoint(str(tmp_path / "checkpoint_last.pt"), {})  # other saves as they were
+    assert os.path.exists(tmp_path / "checkpoint_last.pt")
+
+
+# ------------------------------------------------------------------ 6. perturb copies the recorded BPE codes
+
+@pytest.mark.parametrize("name", ["codes.subword", "../codes.subword", "/etc/passwd", "..", "a/b"])
+def test_perturb_copies_the_bpe_codes_syntax_json_names_and_refuses_a_path(tmp_path, capsys, name):
+    from fairseq_syntax_preprocess.perturb import cli_main
+
+    data = tmp_path / "bin"
+    shutil.copytree(os.path.join(RELEASE_0_2, "data-bin"), data)
+    (data / "bpe.codes").rename(data / "codes.subword")
+    meta = json.loads((data / "syntax.json").read_text())
+    meta["bpe"]["codes"] = name
+    (data / "syntax.json").write_text(json.dumps(meta))
+    code = cli_main([str(data), "--destdir", str(tmp_path / "noisy"), "--p", "0.2"])
+    err = capsys.readouterr().err
+    if name == "codes.subword":
+        assert code == 0, err
+        assert (tmp_path / "noisy" / name).read_bytes() == (data / name).read_bytes()
+        assert json.loads((tmp_path / "noisy" / "syntax.json").read_text())["bpe"]["codes"] == name
+        return
+    assert code != 0 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "syntax.json" in lines[0] and "bpe.codes" in lines[0] and repr(name) in lines[0], err
+    assert not os.path.exists(tmp_path / "noisy") and not os.path.exists(tmp_path / "codes.subword")
+
+
+def test_perturb_refuses_a_data_bin_without_the_codes_it_records(tmp_path, capsys):
+    from fairseq_syntax_preprocess.perturb import cli_main
+
+    data = tmp_path / "bin"
+    shutil.copytree(os.path.join(RELEASE_0_2, "data-bin"), data)
+    (data / "bpe.codes").unlink()
+    code = cli_main([str(data), "--destdir", str(tmp_path / "noisy"), "--p", "0.2"])
+    err = capsys.readouterr().err
+    assert code != 0 and "bpe.codes: not found" in err and "Traceback" not in err, err
+    assert not os.path.exists(tmp_path / "noisy")
