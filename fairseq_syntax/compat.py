@@ -82,7 +82,7 @@ import inspect
 import logging
 import os
 import sys
-from typing import Iterator, List, Optional
+from typing import Iterator, List
 
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.checkpoint_loader import (
@@ -94,6 +94,7 @@ from fairseq_syntax_core.fileio import check_input_file
 from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
 from fairseq_syntax_core.startup import ensure_open_files
 
+from .results_file import discard_results, earlier_results_kept
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, training_settings_error,
 )
@@ -328,23 +329,6 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     return True
 
 
-def _discard_results(output_file) -> Optional[str]:
-    """Close and remove the ``--results-path`` file fairseq-generate opened for this run (with "w": nothing of an
-    earlier run is in it); its name, or None when the output is not such a file (standard output)."""
-    name = getattr(output_file, "name", None)
-    if output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
-        return None
-    try:
-        output_file.close()
-    except OSError:
-        pass
-    try:
-        os.remove(name)
-    except OSError:
-        pass
-    return name
-
-
 def _wrap_generate_main() -> bool:
     """fairseq-generate ``--results-path``: a write that fails (disk full, file too large) names the results
     file, and the partial file this run wrote is removed (fairseq: an OSError naming no file, the half-written
@@ -366,12 +350,12 @@ def _wrap_generate_main() -> bool:
         try:
             return original(cfg, output_file)
         except UserError:
-            _discard_results(output_file)  # refused: no results file, as if the run had not started
+            discard_results(output_file)  # refused: no results file, as if the run had not started
             raise
         except OSError as error:
             if error.filename is not None:
                 raise
-            name = _discard_results(output_file)  # this run's own, half-written
+            name = discard_results(output_file)  # this run's own, half-written
             if name is None:
                 raise
             raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
@@ -399,7 +383,8 @@ def _wrap_generate_entry() -> bool:
         error = generation_shards_error(cfg)
         if error is not None:
             raise UsageError(error)
-        return original(cfg)
+        with earlier_results_kept(cfg):
+            return original(cfg)
 
     main._fairseq_syntax = True  # type: ignore[attr-defined]
     generate.main = main

@@ -101,7 +101,7 @@ def _number(value) -> str:
 
 
 #: fairseq's checkpoint counts (``--keep-*``): -1, the default, keeps every checkpoint; the least other value
-KEEP_COUNTS = {"keep_interval_updates": 0, "keep_last_epochs": 0, "keep_best_checkpoints": 0,
+KEEP_COUNTS = {"keep_interval_updates": 1, "keep_last_epochs": 1, "keep_best_checkpoints": 1,
                "keep_interval_updates_pattern": 1}
 
 
@@ -112,7 +112,7 @@ def training_settings_error(cfg) -> Optional[str]:
       ``--stop-min-lr``) and exits 0 without training; NaN trains on NaN.
     * ``--clip-norm``: negative or NaN. fairseq clips only when the norm is > 0, so either is "no clipping".
     * ``--keep-interval-updates``, ``--keep-last-epochs``, ``--keep-best-checkpoints``: below -1. fairseq keeps only
-      when the count is > 0, so -2 keeps every checkpoint; ``--keep-interval-updates-pattern`` 0 divides by zero at
+      when the count is > 0, so 0 or -2 keeps every checkpoint; ``--keep-interval-updates-pattern`` 0 divides by zero at
       the first save, after the first interval has been trained.
     """
     optimization, checkpoint = getattr(cfg, "optimization", None), getattr(cfg, "checkpoint", None)

@@ -205,7 +205,11 @@ def codes_file(meta: Dict, path: str) -> str:
     path, ``..``) is a DataBinError naming ``path`` and the key."""
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and bpe.get("codes") is not None:
-        return check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
+        name = check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
+        if os.path.islink(os.path.join(os.path.dirname(path), name)):
+            raise DataBinError(path, None, f"bpe.codes names {quoted(name)}, a symbolic link: expected the codes "
+                                           "file fairseq-syntax-preprocess wrote into the data-bin")
+        return name
     return CODES_FILE
 
 

@@ -81,7 +81,8 @@ def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, 
                                                 **dict(checkpoint)}))
 
     assert training_settings_error(cfg()) is None
-    assert training_settings_error(cfg({"lr": [0.001, 0.0005], "clip_norm": 0.1}, {"keep_last_epochs": 0})) is None
+    assert training_settings_error(cfg({"lr": [0.001, 0.0005], "clip_norm": 0.1}, {"keep_last_epochs": 2})) is None
+    assert "--keep-last-epochs 0" in training_settings_error(cfg({"lr": [0.001]}, {"keep_last_epochs": 0}))
     error = training_settings_error(cfg(optimization, checkpoint))
     assert error is not None and error.startswith(words + ":"), error
 
@@ -112,7 +113,10 @@ def test_sampling_settings_are_checked_with_the_target_dictionary(settings, word
 
     base = {"beam": 2, "nbest": 2, "sampling_topp": -1.0, "sampling_topk": -1}
     _check_search(types.SimpleNamespace(**base), 160)
-    _check_search(types.SimpleNamespace(**{**base, "sampling_topp": 1.0, "sampling_topk": 160}), 160)
+    _check_search(types.SimpleNamespace(**{**base, "sampling_topp": 1.0}), 160)
+    _check_search(types.SimpleNamespace(**{**base, "sampling_topk": 160}), 160)
+    with pytest.raises(UsageError, match="ignores top-k"):  # fairseq would silently drop top-k
+        _check_search(types.SimpleNamespace(**{**base, "sampling_topp": 0.5, "sampling_topk": 5}), 160)
     with pytest.raises(UsageError, match=words.replace("-", r"\-") + ":"):
         _check_search(types.SimpleNamespace(**{**base, **settings}), 160)
 
@@ -266,3 +270,80 @@ def test_perturb_refuses_a_data_bin_without_the_codes_it_records(tmp_path, capsy
     err = capsys.readouterr().err
     assert code != 0 and "bpe.codes: not found" in err and "Traceback" not in err, err
     assert not os.path.exists(tmp_path / "noisy")
+
+
+# ---- the sixth pass: what the fifth pass's own adversary found
+
+def test_a_refused_generation_keeps_the_earlier_results_file(tmp_path):
+    """fairseq opens ``generate-SUBSET.txt`` with "w" before anything is checked: a refusal (or any
+    stop) must leave the earlier run's file as it was."""
+    from types import SimpleNamespace
+
+    from fairseq_syntax.results_file import earlier_results_kept
+
+    folder = tmp_path / "rp"
+    folder.mkdir()
+    earlier = folder / "generate-test.txt"
+    earlier.write_text("S-0\tan earlier run\n", encoding="utf-8")
+    cfg = SimpleNamespace(common_eval=SimpleNamespace(results_path=str(folder)), dataset=SimpleNamespace(gen_subset="test"))
+    with pytest.raises(RuntimeError):
+        with earlier_results_kept(cfg):
+            with open(earlier, "w", encoding="utf-8"):  # as fairseq opens it
+                raise RuntimeError("refused")
+    assert earlier.read_text(encoding="utf-8") == "S-0\tan earlier run\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["generate-test.txt"]
+    with earlier_results_kept(cfg):
+        earlier.write_text("this run\n", encoding="utf-8")
+    assert earlier.read_text(encoding="utf-8") == "this run\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["generate-test.txt"]
+
+
+def test_depth_level_sizes_that_add_up_but_are_wrong_are_refused():
+    """Paper 001's path LSTM: sizes from a caller that sum to B*T but are not the batch's levels fail
+    loudly instead of slicing the wrong tokens."""
+    from fairseq_syntax.modules.syntactic_position import SyntacticPathEncoder
+    from fairseq_syntax_core.trees import level_sizes_of, tree_depth
+
+    parents = torch.tensor([[0, 0, 1, 1, 3, 5], [1, 1, 1, 2, 4, 5]])
+    padding = torch.tensor([[False] * 6, [False] * 5 + [True]])
+    depth = tree_depth(parents)
+    encoder = SyntacticPathEncoder(6, 4, 8, padding_idx=0)
+    labels = torch.ones_like(parents)
+    assert level_sizes_of(depth, padding) == (1, 4, 3, 3, 1)
+    for wrong in ((2, 3, 3, 3, 1), (1, 4, 3, 4), (1, 4, 3, 3, 0, 1)):
+        with pytest.raises(RuntimeError, match="depth_level_sizes"):
+            encoder(parents, labels, depth, padding, level_sizes=wrong)
+
+
+def test_the_fused_values_switch_takes_0_or_1_only(monkeypatch):
+    from fairseq_syntax.modules.relative_attention import RelativeMultiheadAttention
+    from fairseq_syntax_core.errors import UserError
+
+    attn = RelativeMultiheadAttention(8, 2, self_attention=True)
+    for value, fused in (("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv("FAIRSEQ_SYNTAX_FUSED_VALUES", value)
+        assert attn._fuse_values(torch.device("cpu")) is fused
+    for value in ("yes", "true", " 1"):
+        monkeypatch.setenv("FAIRSEQ_SYNTAX_FUSED_VALUES", value)
+        with pytest.raises(UserError, match="FAIRSEQ_SYNTAX_FUSED_VALUES"):
+            attn._fuse_values(torch.device("cpu"))
+
+
+def test_a_symlinked_codes_file_is_refused(tmp_path):
+    from fairseq_syntax_core.databin import codes_file
+    from fairseq_syntax_core.errors import DataBinError
+
+    (tmp_path / "outside").write_text("#version: 0.2\n", encoding="utf-8")
+    os.symlink(tmp_path / "outside", tmp_path / "evil.codes")
+    with pytest.raises(DataBinError, match="symbolic link"):
+        codes_file({"bpe": {"codes": "evil.codes"}}, str(tmp_path / "syntax.json"))
+    assert codes_file({"bpe": {"codes": "bpe.codes"}}, str(tmp_path / "syntax.json")) == "bpe.codes"
+
+
+def test_fairseq_generate_refused_keeps_the_earlier_results_file(release):
+    (release / "out").mkdir(exist_ok=True)
+    (release / "out" / "generate-test.txt").write_text("an earlier run\n", encoding="utf-8")
+    _refused_in_one_line(_generate(release, "--results-path", "out", "--sampling", "--sampling-topp", "1.5"),
+                         "--sampling-topp 1.5")
+    assert (release / "out" / "generate-test.txt").read_text(encoding="utf-8") == "an earlier run\n"
+    assert sorted(p.name for p in (release / "out").iterdir()) == ["generate-test.txt"]

@@ -40,6 +40,8 @@ from torch import Tensor
 from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 
+from fairseq_syntax_core.errors import UserError
+
 from .relative_positions import RelativeEmbedding, relative_bucket, sequence_relative_positions
 from .relative_terms import RelativeInputs, fused_attention, joint_buckets, joint_logits, joint_table, logit_term
 
@@ -277,7 +279,11 @@ class RelativeMultiheadAttention(MultiheadAttention):
         """
         if self.fuse_relative_values is not None:
             return bool(self.fuse_relative_values)
-        return os.environ.get("FAIRSEQ_SYNTAX_FUSED_VALUES", "") == "1"
+        setting = os.environ.get("FAIRSEQ_SYNTAX_FUSED_VALUES", "")
+        if setting not in ("", "0", "1"):
+            raise UserError(f"FAIRSEQ_SYNTAX_FUSED_VALUES={setting!r}: expected 1 (relative values through the "
+                            "fused kernel) or 0 (the explicit softmax, the default)")
+        return setting == "1"
 
     def _fused_attention(self, q: Tensor, k: Tensor, v: Tensor, *args) -> Tensor:
         """:func:`~.relative_terms.fused_attention` with this module's heads and dropout."""

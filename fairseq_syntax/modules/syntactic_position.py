@@ -177,8 +177,17 @@ class SyntacticPathEncoder(nn.Module):
         starts = [0]
         for c in counts:
             starts.append(starts[-1] + c)
-        per_slot = torch.zeros(len(counts), dtype=torch.long, device=device).scatter_add_(
+        # tokens per slot counted on the device (a depth is below T: T + 1 slots hold any batch)
+        width = max(T + 1, len(counts))
+        per_slot = torch.zeros(width, dtype=torch.long, device=device).scatter_add_(
             0, level + 1, torch.ones_like(level))
+        if level_sizes is not None:  # given sizes must be the counted ones: checked on the device, no host sync
+            given = torch.tensor(list(counts) + [0] * (width - len(counts)), device=device)
+            torch._assert_async(
+                (per_slot == given).all(),
+                "src_syntax['depth_level_sizes'] are not the tokens per depth level of this batch (padding "
+                "first): leave them out, or pass fairseq_syntax_core.trees.level_sizes_of(depth, padding_mask)",
+            )
         slot_start = torch.cumsum(per_slot, 0) - per_slot
         pos = torch.arange(N, device=device)
         rank = torch.empty(N, dtype=torch.long, device=device)

@@ -462,6 +462,9 @@ def _check_search(args, vocabulary: Optional[int] = None) -> None:
         most = f" to {vocabulary}, the target dictionary's size" if vocabulary is not None else " or more"
         raise UsageError(f"--sampling-topk {topk}: expected a number of candidates from 1{most}, or -1 "
                          "(fairseq's default: no top-k sampling)")
+    if isinstance(topk, int) and topk > 0 and isinstance(topp, (int, float)) and topp > 0:
+        raise UsageError(f"--sampling-topk {topk} with --sampling-topp {topp:g}: fairseq samples from the top p "
+                         "and ignores top-k; give one of them")
 
 
 def _check_probabilities(settings) -> None:

@@ -1,0 +1,50 @@
+"""fairseq-generate's ``--results-path`` file: an earlier run's stays until this run completes, and a run that
+stops leaves no file of its own half-written (wrappers in :mod:`fairseq_syntax.compat`)."""
+
+import contextlib
+import os
+import sys
+from typing import Optional
+
+__all__ = ["discard_results", "earlier_results_kept"]
+
+
+def discard_results(output_file) -> Optional[str]:
+    """Close and remove the ``--results-path`` file fairseq-generate opened for this run (with "w": nothing of an
+    earlier run is in it); its name, or None when the output is not such a file (standard output)."""
+    name = getattr(output_file, "name", None)
+    if output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
+        return None
+    try:
+        output_file.close()
+    except OSError:
+        pass
+    try:
+        os.remove(name)
+    except OSError:
+        pass
+    return name
+
+
+@contextlib.contextmanager
+def earlier_results_kept(cfg):
+    """An earlier run's ``--results-path`` file stays until this run completes: fairseq opens it with "w" before
+    anything is checked, so a refusal or a failure would otherwise leave the user without it."""
+    # fairseq-generate's cli_main passes its argparse Namespace; main() converts it to the config afterwards
+    folder = getattr(getattr(cfg, "common_eval", cfg), "results_path", None)
+    subset = getattr(getattr(cfg, "dataset", cfg), "gen_subset", None)
+    if not isinstance(folder, str) or not isinstance(subset, str):
+        yield
+        return
+    path = os.path.join(folder, f"generate-{subset}.txt")
+    if not os.path.isfile(path) or os.path.islink(path):
+        yield
+        return
+    kept = os.path.join(folder, f".generate-{subset}.txt.kept-{os.getpid()}")
+    os.replace(path, kept)
+    try:
+        yield
+    except BaseException:
+        os.replace(kept, path)  # the earlier results, whatever this run left there
+        raise
+    os.remove(kept)
