@@ -413,65 +413,9 @@ def state_dict_mismatch(error: BaseException) -> Optional[str]:
     return None
 
 
-#: optimizer state entries that hold one value per weight, so the shape of their parameter (torch's and fairseq's
-#: Adam, AdamW, Adagrad, Adadelta, RMSprop, SGD's momentum, fairseq's Adafactor unfactored and NAG)
-PER_WEIGHT_STATE = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "sum", "square_avg", "acc_delta",
-                    "grad_avg", "exp_inf", "ax", "prev", "step_size")
-#: what a refusal of a checkpoint's optimizer state ends with
-_RESET_OPTIMIZER = ("; resume with --reset-optimizer (the weights are kept, the optimizer starts afresh), or use "
-                    "another checkpoint")
-
-
-def optimizer_state_problem(saved: Any, groups: List[List[tuple]]) -> Optional[str]:
-    """Why ``saved``, a checkpoint's ``last_optimizer_state`` (torch's ``Optimizer.state_dict()``), does not fit the
-    optimizer it is loaded into, whose parameter groups hold parameters of the shapes ``groups``; or None.
-
-    torch maps the saved state onto the parameters by position and checks only the number of parameters in each
-    group; a per-weight entry (Adam's ``exp_avg``) of another shape or a step that is not a number fails in the
-    first update (fairseq: a RuntimeError about tensor sizes naming no file).
-    """
-    if not isinstance(saved, Mapping) or not isinstance(saved.get("state"), Mapping) \
-            or not isinstance(saved.get("param_groups"), list) \
-            or not all(isinstance(g, Mapping) and isinstance(g.get("params"), list) for g in saved["param_groups"]):
-        return f"its optimizer state is {_a(saved)} without torch's 'state' and 'param_groups'"
-    saved_groups = saved["param_groups"]
-    if len(saved_groups) != len(groups):
-        return (f"its optimizer state has {len(saved_groups)} parameter groups, the optimizer {len(groups)} "
-                "(another optimizer or model)")
-    position = {}
-    for number, (saved_group, shapes) in enumerate(zip(saved_groups, groups), start=1):
-        if len(saved_group["params"]) != len(shapes):
-            return (f"its optimizer state holds {len(saved_group['params'])} parameters in group {number}, the model "
-                    f"{len(shapes)} (another model, or a run with other --fp16 or optimizer settings)")
-        for index, shape in zip(saved_group["params"], shapes):
-            position[index] = (len(position) + 1, shape)
-    total = len(position)
-    for index, entries in saved["state"].items():
-        if index not in position:
-            return f"its optimizer state has an entry {_shown(index)} for no parameter of its groups"
-        number, shape = position[index]
-        if not isinstance(entries, Mapping):
-            return f"its optimizer state for parameter {number} of {total} is {_a(entries)}, not a dict"
-        for key, value in entries.items():
-            if key == "step":
-                if not _real(value) or not np.isfinite(float(value)) or float(value) < 0:
-                    return f"its optimizer state for parameter {number} of {total} has step {_shown(value)}, not a count"
-            elif key in PER_WEIGHT_STATE and torch.is_tensor(value):
-                if tuple(value.shape) != tuple(shape) or value.is_complex() or not value.is_floating_point():
-                    return (f"its optimizer state for parameter {number} of {total} has {key} of shape "
-                            f"{list(value.shape)} ({str(value.dtype).replace('torch.', '')}), the parameter "
-                            f"{list(shape)}: forged, or from another model")
-    return None
-
-
-def check_optimizer_state(path: Optional[str], saved: Any, groups: List[List[tuple]]) -> None:
-    """:func:`optimizer_state_problem` as one :class:`CheckpointError` naming ``path`` (the checkpoint read last)."""
-    problem = optimizer_state_problem(saved, groups)
-    if problem is not None:
-        where = os.fspath(path) if path else "the checkpoint"
-        raise CheckpointError(where, None, problem + _RESET_OPTIMIZER)
-
-
 def load_fairseq_checkpoint(path: str, mmap: bool = False) -> dict:
     """:func:`load_checkpoint`, then :func:`check_fairseq_state`: a fairseq checkpoint, or one CheckpointError."""
     return check_fairseq_state(path, load_checkpoint(path, mmap=mmap))
+
+
+from .optimizer_state import PER_WEIGHT_STATE, check_optimizer_state, optimizer_state_problem  # noqa: E402,F401

@@ -321,6 +321,18 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
             m.split(".")[0] == "fairseq_cli" and "model_overrides" in linecache.getline(
                 f.tb_frame.f_code.co_filename, f.tb_lineno) for m, f in zip(modules, frames)):
         return f"--model-overrides: not a Python dict literal such as \"{{'beam': 5}}\" ({one_line(text)[:120]})"
+    if isinstance(error, (SyntaxError, ValueError, TypeError)) and "argparse" in modules \
+            and "fairseq.dataclass.utils" in modules:
+        # an option fairseq reads as a Python literal (--lr, --update-freq, --adam-betas...) while it parses the
+        # command line: argparse's frame holds the flag and the text given
+        flag, given = "an option", ""
+        for module, frame in zip(modules, frames):
+            if module == "argparse" and frame.tb_frame.f_code.co_name == "_get_value":
+                action = frame.tb_frame.f_locals.get("action")
+                flag = (getattr(action, "option_strings", None) or [flag])[-1]
+                given = frame.tb_frame.f_locals.get("arg_string", "")
+        return (f"{flag} {one_line(str(given))[:80]}: not a value fairseq can read (a number, or numbers "
+                f"separated by commas, e.g. {flag} 0.0005)")
     if isinstance(error, AssertionError) and text.strip() and modules and modules[-1].split(".")[0] == "fairseq_cli":
         return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
     tops = [m.split(".")[0] for m in modules]

@@ -54,6 +54,7 @@ def _generate(release, *extra):
     (["--lr", "-1"], ("--lr -1", "> 0")),  # fairseq: stops at once, exit 0, nothing trained
     (["--lr", "0.01", "--clip-norm", "nan"], ("--clip-norm nan", ">= 0")),  # fairseq: no clipping
     (["--lr", "0.01", "--keep-last-epochs", "-2"], ("--keep-last-epochs -2", "-1")),  # fairseq: keeps every one
+    (["--lr", "0.1)"], ("--lr 0.1)", "not a value fairseq can read")),  # fairseq: SyntaxError traceback (literal_eval)
     (["--lr", "0.01", "--keep-interval-updates-pattern", "0", "--keep-interval-updates", "1",
       "--save-interval-updates", "1"], ("--keep-interval-updates-pattern 0",)),  # fairseq: ZeroDivisionError late
 ])
@@ -166,6 +167,19 @@ def test_restoring_optimizer_state_that_does_not_fit_names_the_checkpoint(releas
     (lambda o: o["state"].__setitem__(7, {}), "entry 7 for no parameter"),
     (lambda o: o["param_groups"].append({"params": []}), "2 parameter groups, the optimizer 1"),
     (lambda o: o.pop("state"), "without torch's 'state'"),
+    # the sixth pass: entries torch or fairseq would take, then fail on or train with
+    (lambda o: o["state"][0].__setitem__("exp_avg", [0.0] * 8), "exp_avg a list, not a dense tensor"),
+    (lambda o: o["state"][0].pop("step"), "parameter 1 of 3 has no step"),
+    (lambda o: o["state"][1].__setitem__("step", torch.tensor([3.0])), "has step"),
+    (lambda o: o["state"][0].__setitem__("exp_avg", torch.zeros(4, 2).to_sparse()), "not a dense tensor"),
+    (lambda o: o["state"][0].__setitem__("exp_avg", torch.zeros(4, 2, device="meta")), "not a dense tensor"),
+    (lambda o: o["state"][0].__setitem__("exp_avg", torch.full((4, 2), float("nan"))), "NaN or infinite"),
+    (lambda o: o["state"][0].__setitem__("exp_avg_sq", -torch.ones(4, 2)), "negative values"),
+    (lambda o: o["param_groups"][0].__setitem__("betas", (5.0, 0.999)), "betas (5.0, 0.999)"),
+    (lambda o: o["param_groups"][0].__setitem__("betas", "ab"), "betas 'ab'"),
+    (lambda o: o["param_groups"][0].__setitem__("eps", -1.0), "eps -1.0: expected a value >= 0"),
+    (lambda o: o["param_groups"][0].__setitem__("weight_decay", "x"), "weight_decay 'x'"),
+    (lambda o: o["param_groups"][0].__setitem__("amsgrad", True), "no max_exp_avg_sq"),
 ])
 def test_optimizer_state_is_checked_against_the_parameters(edit, words):
     from fairseq_syntax_core.checkpoint_loader import check_optimizer_state
@@ -173,7 +187,7 @@ def test_optimizer_state_is_checked_against_the_parameters(edit, words):
 
     def saved():
         return {"state": {0: {"step": 3, "exp_avg": torch.zeros(4, 2), "exp_avg_sq": torch.zeros(4, 2)},
-                          1: {"step": torch.tensor(3.0), "exp_avg_sq": torch.zeros(2)}},
+                          1: {"step": torch.tensor(3.0), "exp_avg": torch.zeros(2), "exp_avg_sq": torch.zeros(2)}},
                 "param_groups": [{"lr": 0.1, "params": [0, 1, 2]}]}
 
     shapes = [[(4, 2), (2,), (5,)]]
