@@ -443,16 +443,35 @@ def _wrap_crash_save(trainer_module) -> bool:
         if isinstance(error, UserError):
             logger.info(f"not saving {filename}: the error is a refusal of the inputs or settings, nothing to debug")
             return None
-        existed = os.path.exists(filename)
+        if os.path.lexists(filename):  # an earlier crash.pt (or a file of the user's) is never replaced
+            stem, suffix = os.path.splitext(os.fspath(filename))
+            filename = next(f"{stem}-{n}{suffix}" for n in range(1, 10**6) if not os.path.lexists(f"{stem}-{n}{suffix}"))
         result = original(self, filename, extra_state, *args, **kwargs)
         if error is not None and os.path.isfile(filename):
             add_error_note(error, f"fairseq saved the training state at the failure to {filename} "
-                                  f"({'replacing the one there' if existed else 'its debugging aid'}; "
-                                  "delete it when done)")
+                                  "(its debugging aid; delete it when done)")
         return result
 
     save_checkpoint._fairseq_syntax = True  # type: ignore[attr-defined]
     cls.save_checkpoint = save_checkpoint
+    return True
+
+
+def _nan_detector_without_module_backward_hooks(trainer_module) -> bool:
+    """fairseq reruns a step whose gradients are NaN/Inf under its NanDetector, whose module backward hooks make
+    torch fail (StopIteration) on outputs that are dicts without tensors (our models' extra outputs): a second
+    traceback over the first. The forward hooks alone still name the first module with NaN/Inf outputs."""
+    original = getattr(trainer_module, "NanDetector", None)
+    if original is None or getattr(original, "_fairseq_syntax", False):
+        return original is not None
+
+    class NanDetector(original):  # type: ignore[misc,valid-type]
+        _fairseq_syntax = True
+
+        def __init__(self, model, forward=True, backward=True):
+            super().__init__(model, forward=forward, backward=False)
+
+    trainer_module.NanDetector = NanDetector
     return True
 
 
@@ -466,6 +485,7 @@ def install() -> None:
     _wrap_load_checkpoint_to_cpu(checkpoint_utils)
     _wrap_optimizer_load_state_dict(fairseq_optimizer)
     _wrap_crash_save(trainer_module)
+    _nan_detector_without_module_backward_hooks(trainer_module)
     _wrap_load_checkpoint(checkpoint_utils)
     _wrap_torch_persistent_save(checkpoint_utils)
     _wrap_buffered_read()

@@ -333,6 +333,9 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
                 given = frame.tb_frame.f_locals.get("arg_string", "")
         return (f"{flag} {one_line(str(given))[:80]}: not a value fairseq can read (a number, or numbers "
                 f"separated by commas, e.g. {flag} 0.0005)")
+    if isinstance(error, FloatingPointError) and "fairseq.trainer" in modules:
+        return (f"fairseq-train stopped: {one_line(text)[:120]} (the training diverged: lower --lr, clip with "
+                "--clip-norm, or look at the data; FAIRSEQ_SYNTAX_TRACEBACK=1 shows the traceback)")
     if isinstance(error, AssertionError) and text.strip() and modules and modules[-1].split(".")[0] == "fairseq_cli":
         return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
     tops = [m.split(".")[0] for m in modules]

@@ -247,6 +247,21 @@ def test_any_other_error_keeps_fairseqs_crash_pt_and_names_it_in_its_line(tmp_pa
         assert os.path.exists(crash) and crash in error_notes(failure) and "debugging" in error_notes(failure)
     Trainer().save_checkpoint(str(tmp_path / "checkpoint_last.pt"), {})  # other saves as they were
     assert os.path.exists(tmp_path / "checkpoint_last.pt")
+    (tmp_path / "crash.pt").write_bytes(b"mine")  # an earlier crash.pt (or the user's file) is never replaced
+    try:
+        raise ValueError("fairseq's own failure, again")
+    except ValueError as failure:
+        Trainer().save_checkpoint(crash, {})
+        assert (tmp_path / "crash.pt").read_bytes() == b"mine" and (tmp_path / "crash-1.pt").read_bytes() == b"state"
+        assert str(tmp_path / "crash-1.pt") in error_notes(failure)
+
+
+@pytest.mark.slow
+def test_gradients_that_become_nan_are_one_line_naming_the_crash_pt(release):
+    """fairseq reruns the step under its NanDetector, whose module backward hooks made torch fail on our
+    models' dict outputs (a second traceback); its FloatingPointError is now one line."""
+    result = _train(release, "--max-update", "3", "--save-dir", "ck", "--lr", "1e30")
+    _refused_in_one_line(result, "diverged", "crash.pt")
 
 
 # ------------------------------------------------------------------ 6. perturb copies the recorded BPE codes
