@@ -206,9 +206,16 @@ def codes_file(meta: Dict, path: str) -> str:
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and bpe.get("codes") is not None:
         name = check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")
-        if os.path.islink(os.path.join(os.path.dirname(path), name)):
+        codes = os.path.join(os.path.dirname(path), name)
+        if os.path.islink(codes):
             raise DataBinError(path, None, f"bpe.codes names {quoted(name)}, a symbolic link: expected the codes "
                                            "file fairseq-syntax-preprocess wrote into the data-bin")
+        if not bpe.get("given_codes") and os.path.isfile(codes):  # codes the pipeline learned start so
+            with open(codes, "rb") as handle:
+                first = handle.readline(64)
+            if not first.startswith(b"#version:"):
+                raise DataBinError(path, None, f"bpe.codes names {quoted(name)}, which is not the subword-nmt codes "
+                                               "the pipeline learned (no '#version:' line): damaged, or edited")
         return name
     return CODES_FILE
 

@@ -376,3 +376,18 @@ def test_fairseq_generate_refused_keeps_the_earlier_results_file(release):
                          "--sampling-topp 1.5")
     assert (release / "out" / "generate-test.txt").read_text(encoding="utf-8") == "an earlier run\n"
     assert sorted(p.name for p in (release / "out").iterdir()) == ["generate-test.txt"]
+
+
+def test_a_codes_name_pointing_at_another_file_of_the_data_bin_is_refused(tmp_path):
+    """A syntax.json whose codes name is the dictionary: its "SYMBOL COUNT" lines read as merges."""
+    from fairseq_syntax_core.databin import codes_file
+    from fairseq_syntax_core.errors import DataBinError
+
+    (tmp_path / "dict.en.txt").write_text("the 12\n", encoding="utf-8")
+    (tmp_path / "bpe.codes").write_text("#version: 0.2\nt h\n", encoding="utf-8")
+    meta = str(tmp_path / "syntax.json")
+    with pytest.raises(DataBinError, match="not the subword-nmt codes"):
+        codes_file({"bpe": {"codes": "dict.en.txt", "given_codes": ""}}, meta)
+    assert codes_file({"bpe": {"codes": "bpe.codes", "given_codes": ""}}, meta) == "bpe.codes"
+    # codes the user gave (--bpe-codes) are copied as they were: no header is required of them
+    assert codes_file({"bpe": {"codes": "dict.en.txt", "given_codes": "/data/codes"}}, meta) == "dict.en.txt"
