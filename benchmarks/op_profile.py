@@ -1,4 +1,4 @@
-"""CPU proxy of GPU cost (issue 31): kernel-launching ATen ops, fused attention, saved (B, H, T, S)
+"""CPU proxy of GPU cost: kernel-launching ATen ops, fused attention, saved (B, H, T, S)
 tensors and host-device syncs, per model family, on one batch of held-out data. Eager mode, any CPU.
 
     OMP_NUM_THREADS=1 python benchmarks/op_profile.py runs/multi30k_en_fr/data-bin \\
@@ -112,7 +112,7 @@ FAMILIES = (
     "transformer_nsd", "transformer_nsd_target", "transformer_nsd_both", "lstm", "tree2seq",
 )
 ATTENTION_BASELINE, RECURRENT_BASELINE = "transformer", "lstm"
-#: ops-per-step goals of issue 31 (ratio to the baseline)
+#: ops-per-step goals (ratio to the baseline): syntax should cost little over fairseq's own model
 OPS_GOAL = {ATTENTION_BASELINE: 1.05, RECURRENT_BASELINE: 1.15}
 
 #: views by name that ``OpOverload.is_view`` misses (no kernel): a schema-less view and in-place metadata changes
@@ -515,7 +515,7 @@ def explained(result: Dict) -> Dict:
 
 
 def goals(rows: Dict[str, Dict]) -> Dict:
-    """Issue 31's CPU-proxy goals, checked on ``rows`` (the per-family reports, with ratios)."""
+    """The CPU-proxy goals, checked on ``rows`` (the per-family reports, with ratios)."""
     ops_over, ops_checked = {}, {}
     sdpa_missing, sync_sites = {}, {}
     base_attn = rows.get(ATTENTION_BASELINE, {}).get("attention") or {}

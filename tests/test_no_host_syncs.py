@@ -1,4 +1,4 @@
-"""No host-device sync raised from our code in any model's forward (issue 31).
+"""No host-device sync raised from our code in any model's forward.
 
 A sync (``.item()``, ``.tolist()``, ``if tensor``, ``nonzero``, boolean-mask indexing, ``bincount``...)
 makes the host wait for the GPU. ``benchmarks/op_profile.py`` records them and attributes each to

@@ -1,4 +1,4 @@
-"""A fifth hostile pass (issue 28, one-line errors at the edges): fairseq's own options that it takes silently
+"""A fifth hostile pass (one-line errors at the edges): fairseq's own options that it takes silently
 (--lr, --clip-norm, --keep-*, --sampling-topp/-topk, --num-shards/--shard-id), a checkpoint whose optimizer
 state does not fit the model, the crash.pt fairseq leaves after a refused training step, and the BPE codes
 that fairseq-syntax-perturb copies by the name syntax.json records."""
