@@ -246,12 +246,17 @@ def step_speed(families: List[Family], data: Dict[str, Optional[str]], args, dev
             t = statistics.median(times[name])
             result["steps"][name] = {"words_per_s": round(words / t, 1), "passes": len(times[name]),
                                      "pass_seconds": [round(x, 4) for x in times[name]], "batches": len(batches)}
-    for name, (fam, *_rest) in models.items():
-        entry, base = result["steps"].get(name, {}), result["steps"].get(fam.baseline, {})
-        if "words_per_s" in entry and "words_per_s" in base:
-            entry["ratio"] = round(entry["words_per_s"] / base["words_per_s"], 3)
-            entry["baseline"] = fam.baseline
+    add_ratios(result["steps"], [fam for fam, *_rest in models.values()], "words_per_s")
     save()
+
+
+def add_ratios(part: Dict[str, Dict], families: List[Family], key: str) -> None:
+    """Each family's ``key`` over its baseline's, within one stage of one run (``ratio``, ``baseline``)."""
+    for fam in families:
+        entry, base = part.get(fam.name, {}), part.get(fam.baseline, {})
+        if key in entry and key in base:
+            entry["ratio"] = round(entry[key] / base[key], 3)
+            entry["baseline"] = fam.baseline
 
 
 class family_env:
@@ -398,12 +403,7 @@ def train_stage(families, data, args, result, save, left, work, env) -> None:
         result["train"][fam.name] = entry
         save()
         print(f"train {fam.name}: {entry.get('wps')} wps ({took:.0f} s)", flush=True)
-    for fam in families:
-        entry = result["train"].get(fam.name, {})
-        base = result["train"].get(fam.baseline, {})
-        if "wps" in entry and "wps" in base:
-            entry["ratio"] = round(entry["wps"] / base["wps"], 3)
-            entry["baseline"] = fam.baseline
+    add_ratios(result["train"], families, "wps")
     save()
 
 
@@ -440,11 +440,7 @@ def generate_stage(families, data, args, result, save, left, work, env) -> None:
         result["generate"][fam.name] = entry
         save()
         print(f"generate {fam.name}: {entry.get('sentences_per_s')} sentences/s", flush=True)
-    for fam in families:
-        entry = result["generate"].get(fam.name, {})
-        base = result["generate"].get(fam.baseline, {})
-        if "sentences_per_s" in entry and "sentences_per_s" in base:
-            entry["ratio"] = round(entry["sentences_per_s"] / base["sentences_per_s"], 3)
+    add_ratios(result["generate"], families, "sentences_per_s")
     save()
 
 

@@ -14,15 +14,29 @@ import sys
 from typing import Dict, List
 
 
+def read(path: str) -> Dict:
+    """One gpu_check.py JSON, or exit with one line naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            run = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"gpu_table: {path}: not a readable gpu_check.py JSON ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:120]})")
+    if not isinstance(run, dict) or not isinstance(run.get("device"), str):
+        raise SystemExit(f"gpu_table: {path}: not a gpu_check.py JSON (no 'device')")
+    return run
+
+
 def main(paths: List[str]) -> None:
-    runs = [(os.path.basename(p).rsplit(".", 1)[0].split("_")[-1], json.load(open(p, encoding="utf-8")))
-            for p in paths]
+    if not paths:
+        raise SystemExit("usage: python benchmarks/gpu_table.py GPU_CHECK_JSON [...]")
+    runs = [(os.path.basename(p).rsplit(".", 1)[0].split("_")[-1], read(p)) for p in paths]
     names: List[str] = []
     for _, run in runs:
         for part in ("steps", "train", "generate", "profile"):
             names += [n for n in run.get(part, {}) if n not in names]
     print(f"Device: {', '.join(sorted({r['device'] for _, r in runs}))}; torch "
-          f"{', '.join(sorted({r['torch'] for _, r in runs}))}.\n")
+          f"{', '.join(sorted({str(r.get('torch')) for _, r in runs}))}.\n")
     print("| model | baseline | training steps (in-process) | `fairseq-train` | beam-5 `fairseq-generate` "
           "| CUDA time of a step | kernels of a step |")
     print("|---|---|---|---|---|---|---|")

@@ -1,4 +1,4 @@
-"""Sharded preprocessing at corpus scale (issue 15): peak memory against corpus size, and 2 shards against 1.
+"""Sharded preprocessing at corpus scale: peak memory against corpus size, and 2 shards against 1.
 
     python benchmarks/preprocess_scaling.py rss --lines 30000 300000 --out benchmarks/results/preprocess_rss.json
     python benchmarks/preprocess_scaling.py throughput --lines 30000 --out benchmarks/results/preprocess_shards.json

@@ -10,7 +10,7 @@ their spread (min, max), and the ratio of the medians to ``transformer``'s.
 
     python benchmarks/train_speed.py DATA_BIN --heads 4,8 --reps 3 --out benchmarks/results/train_speed.json
 
-Defaults follow the protocol of issue 11: 3+3 layers, 256 wide, FFN 1024, 4,000 tokens per
+Defaults follow the project's CPU speed protocol: 3+3 layers, 256 wide, FFN 1024, 4,000 tokens per
 batch, 60 updates, 2 threads. ``--user-dir NAME=PATH`` adds a model run from another copy of
 the plugin (e.g. an older commit checked out elsewhere), to compare versions in one run:
 
@@ -24,7 +24,7 @@ ratios: a slowdown of the machine falls on both runs of a pair at once.
 
     python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_gps --heads 4,8 --reps 4 --paired
 
-Recurrent models (paper 004's ``tree2seq`` against fairseq's ``lstm``, issue 13): one layer,
+Recurrent models (paper 004's ``tree2seq`` against fairseq's ``lstm``): one layer,
 ``--dim`` wide embeddings and hidden units, input feeding, no head count:
 
     python benchmarks/train_speed.py DATA_BIN --archs lstm,tree2seq --baseline lstm --heads 1 \\
