@@ -318,7 +318,13 @@ def main() -> None:
         name, _, share = item.partition(":")
         if name not in STAGES:
             raise SystemExit(f"gpu_check: unknown stage {name!r} (stages: {', '.join(STAGES)})")
-        stage_end[name] = started + float(share or 1) * args.budget
+        try:
+            fraction = float(share or 1)
+        except ValueError:
+            fraction = -1.0
+        if not 0 < fraction <= 1:
+            raise SystemExit(f"gpu_check: --stages {item!r}: expected STAGE:SHARE with a share in (0, 1], e.g. train:0.65")
+        stage_end[name] = started + fraction * args.budget
 
     def chosen(stage: str) -> List[Family]:
         names = getattr(args, f"{stage}_families")

@@ -151,3 +151,43 @@ def generation_shards_error(cfg) -> Optional[str]:
         return (f"--num-shards {shards} --shard-id {shard}: fairseq-generate does not read these and would decode "
                 f"every sentence; shard with --distributed-world-size {shards} --distributed-rank {shard}")
     return None
+
+
+def strict_literal_list(original):
+    """fairseq's ``dataclass.utils.eval_str_list`` (how it reads ``--lr``, ``--update-freq``, ``--adam-betas``...),
+    refusing literals that are not numbers or lists of them.
+
+    fairseq evaluates the text with ``ast.literal_eval`` and maps the element type over it, so ``--lr True`` trains
+    at 1.0 and ``--lr '{1: 2}'`` at 1.0 (the dict's key). A boolean, dict, set, string or None inside a number list
+    is refused here as argparse refuses a value of the wrong type (``argument --lr: ...``).
+    """
+
+    def eval_str_list(x, x_type=float):
+        value = original(x, x_type)
+        if isinstance(x, str) and x.strip() and x_type in (int, float):
+            import ast
+
+            try:
+                literal = ast.literal_eval(x)
+            except (ValueError, SyntaxError):
+                return value  # fairseq has already refused it, or read it some other way
+            items = literal if isinstance(literal, (list, tuple)) else [literal]
+            if isinstance(literal, (dict, set, frozenset)) or any(
+                    isinstance(item, bool) or not isinstance(item, (int, float)) for item in items):
+                import argparse
+
+                example = "4" if x_type is int else "0.0005"
+                raise argparse.ArgumentTypeError(f"{x!r} is not a number or numbers separated by commas (e.g. {example})")
+        return value
+
+    eval_str_list._fairseq_syntax = True  # type: ignore[attr-defined]
+    return eval_str_list
+
+
+def install_strict_literal_lists() -> None:
+    """Read fairseq's number-list options (``--lr``...) with :func:`strict_literal_list`: fairseq's parsers look
+    ``eval_str_list`` up in their module when they convert a value, so replacing it there is enough."""
+    from fairseq.dataclass import utils as dataclass_utils
+
+    if not getattr(dataclass_utils.eval_str_list, "_fairseq_syntax", False):
+        dataclass_utils.eval_str_list = strict_literal_list(dataclass_utils.eval_str_list)

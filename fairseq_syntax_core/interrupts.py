@@ -333,6 +333,12 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
                 given = frame.tb_frame.f_locals.get("arg_string", "")
         return (f"{flag} {one_line(str(given))[:80]}: not a value fairseq can read (a number, or numbers "
                 f"separated by commas, e.g. {flag} 0.0005)")
+    if isinstance(error, KeyError) and modules and modules[-1] == "fairseq_cli.train" and "best_checkpoint_metric" in \
+            linecache.getline(frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno):
+        stats = frames[-1].tb_frame.f_locals.get("stats")
+        logged = ", ".join(sorted(str(k) for k in stats)) if isinstance(stats, dict) else "see the valid line above"
+        return (f"--best-checkpoint-metric {one_line(str(error.args[0] if error.args else error))[:60]}: validation "
+                f"logged no such value (it logged: {one_line(logged)[:300]}); bleu needs --eval-bleu")
     if isinstance(error, FloatingPointError) and "fairseq.trainer" in modules:
         return (f"fairseq-train stopped: {one_line(text)[:120]} (the training diverged: lower --lr, clip with "
                 "--clip-norm, or look at the data; FAIRSEQ_SYNTAX_TRACEBACK=1 shows the traceback)")

@@ -55,12 +55,23 @@ def _generate(release, *extra):
     (["--lr", "0.01", "--clip-norm", "nan"], ("--clip-norm nan", ">= 0")),  # fairseq: no clipping
     (["--lr", "0.01", "--keep-last-epochs", "-2"], ("--keep-last-epochs -2", "-1")),  # fairseq: keeps every one
     (["--lr", "0.1)"], ("--lr 0.1)", "not a value fairseq can read")),  # fairseq: SyntaxError traceback (literal_eval)
+    (["--lr", "True"], ("argument --lr", "'True'", "not a number")),  # fairseq: trains at 1.0
+    (["--lr", "{1: 2}"], ("argument --lr", "not a number")),  # fairseq: trains at 1.0 (the dict's key)
+    (["--lr", "0.01", "--update-freq", "True"], ("argument --update-freq", "e.g. 4")),  # fairseq: accumulates 1
     (["--lr", "0.01", "--keep-interval-updates-pattern", "0", "--keep-interval-updates", "1",
       "--save-interval-updates", "1"], ("--keep-interval-updates-pattern 0",)),  # fairseq: ZeroDivisionError late
 ])
 def test_training_settings_fairseq_takes_silently_are_refused_at_start_up(release, extra, words):
     _refused_in_one_line(_train(release, "--max-update", "2", "--save-dir", "ck", *extra), *words)
     assert not os.path.exists(release / "ck")  # refused before anything was trained or saved
+
+
+@pytest.mark.slow
+def test_an_unlogged_best_checkpoint_metric_names_the_option_and_what_validation_logged(release):
+    # fairseq: KeyError 'bleu' at the first validation, after an epoch of training
+    line = _refused_in_one_line(_train(release, "--max-update", "1", "--save-dir", "ck", "--lr", "0.001",
+                                       "--best-checkpoint-metric", "bleu"), "--best-checkpoint-metric bleu")
+    assert "it logged:" in line and "loss" in line and "--eval-bleu" in line
 
 
 @pytest.mark.parametrize("optimization, checkpoint, words", [
