@@ -73,7 +73,7 @@ def test_duan_table1_features_as_embedding_inputs():
         enc.embed_scale * enc.embed_tokens(src),
         s * tables["pos"].weight[torch.tensor([POS.index(x) for x in TABLE1_POS] + [POS.eos()])].unsqueeze(0),
         s * tables["label"].weight[torch.tensor([LABELS.index(x) for x in TABLE1_LABELS] + [LABELS.eos()])].unsqueeze(0),
-        s * tables["parent"].weight[torch.tensor(TABLE1_HEADS + [2])].unsqueeze(0),
+        s * tables["head"].weight[torch.tensor(TABLE1_HEADS + [2])].unsqueeze(0),
     ], dim=-1)
     torch.testing.assert_close(embed, expected)
     assert embed.shape == (1, 9, 16 + 3 * 4)

@@ -8,8 +8,8 @@ feature ``f`` is ``pos``::
 
 Reading implemented here (the paper says only "dimensions of different features are
 staggered by b"): the offset of the ``f``-th feature (0-based, in the order
-``parent, depth``) is ``b_f = 2f``, so the ``n`` features take turns in blocks of ``2n``
-dimensions: with two features, dimensions ``0,1 | 4,5 | ...`` are the parent position's
+``head, depth``) is ``b_f = 2f``, so the ``n`` features take turns in blocks of ``2n``
+dimensions: with two features, dimensions ``0,1 | 4,5 | ...`` are the head position's
 sin/cos and ``2,3 | 6,7 | ...`` the depth's. ``i`` runs over ``0 .. d_model / (2n) - 1``,
 so every feature spans the whole frequency range ``1 .. c_f^(-(1 - 2n/d_model))`` and the
 features never overlap (``b_f = f`` would overlap); ``d_model`` must be divisible by ``2n``.
@@ -17,7 +17,7 @@ The features' encodings are summed into one ``d_model`` vector, which the encode
 input together with fairseq's ordinary positional encoding ("As the original PE is
 independent from SPE, it will be retained in our model").
 
-Values (paper 003 Table I): parent position = ``src_syntax["heads"]`` (1-based, 0 = root),
+Values (paper 003 Table I): head ("parent") position = ``src_syntax["heads"]`` (1-based, 0 = root),
 constant ``c = 2000``; tree depth with the root counted as 1 = ``src_syntax["depth"] + 1``
 (:func:`fairseq_syntax_core.trees.duan_tree_depth`), constant ``c = 400``. ``n`` is the number
 of selected features (``--spe-features``; Table V removes one at a time). SPE has no
@@ -30,13 +30,14 @@ import torch
 from torch import Tensor, nn
 
 from fairseq_syntax.modules.syntax_embedding import side_input, parse_feature_list
+from fairseq_syntax_core.vocabulary import DEPTH, HEADS
 
 __all__ = ["SPE_FEATURES", "SPE_DEFAULT_CONSTANTS", "syntactic_positional_encoding", "SyntacticPositionalEncoding"]
 
 #: SPE feature -> key of ``src_syntax`` (paper 003 Table I)
-SPE_FEATURES: Dict[str, str] = {"parent": "heads", "depth": "depth"}
+SPE_FEATURES: Dict[str, str] = {"head": HEADS, "depth": DEPTH}
 #: c_f of eq. 5 (paper 003 sec. III.C)
-SPE_DEFAULT_CONSTANTS: Dict[str, float] = {"parent": 2000.0, "depth": 400.0}
+SPE_DEFAULT_CONSTANTS: Dict[str, float] = {"head": 2000.0, "depth": 400.0}
 
 
 def syntactic_positional_encoding(values: Tensor, constants: Sequence[float], dim: int) -> Tensor:
@@ -70,12 +71,12 @@ def syntactic_positional_encoding(values: Tensor, constants: Sequence[float], di
 
 
 class SyntacticPositionalEncoding(nn.Module):
-    """Paper 003 eq. 5 over the source tree: parent position (c=2000) and tree depth (c=400).
+    """Paper 003 eq. 5 over the source tree: head position (c=2000) and tree depth (c=400).
 
     Args:
-        features: subset of ``("parent", "depth")`` (``--spe-features``), used in that order.
+        features: subset of ``("head", "depth")`` (``--spe-features``), used in that order.
         dim: ``d_model`` of the encoder (the width of the concatenated input embedding).
-        constants: ``c_f`` per feature (``--spe-parent-constant``, ``--spe-depth-constant``).
+        constants: ``c_f`` per feature (``--spe-head-constant``, ``--spe-depth-constant``).
     """
 
     def __init__(self, features: Sequence[str], dim: int, constants: Optional[Dict[str, float]] = None) -> None:
@@ -98,7 +99,7 @@ class SyntacticPositionalEncoding(nn.Module):
         return {SPE_FEATURES[f] for f in self.features}
 
     def feature_values(self, src_syntax: Optional[Dict[str, Tensor]], src_tokens: Tensor) -> Tensor:
-        """``(B, T, n)`` values ``pos`` of eq. 5: parent position; depth with the root as 1."""
+        """``(B, T, n)`` values ``pos`` of eq. 5: head position; depth with the root as 1."""
         values = []
         for f in self.features:  # over features (at most 2), not tokens
             v = side_input(src_syntax, SPE_FEATURES[f], src_tokens, f"--spe-features {f}")

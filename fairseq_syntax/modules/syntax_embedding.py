@@ -1,6 +1,6 @@
 """Syntax features as input embeddings (paper 003, Duan et al., section III.B, Tables II-IV).
 
-POS tag, dependency label and parent position of every source token each get an embedding
+POS tag, dependency label and head (parent) position of every source token each get an embedding
 of ``--syntax-feature-dim`` dimensions (paper: 32), **concatenated** to the word embedding
 ("All these extra syntactic feature embeddings are concatenated to the original input
 embedding as the model input", sec. III.B). The encoder's model dimension therefore grows to
@@ -14,13 +14,13 @@ feature    key         table
 =========  ==========  ========================================================================
 ``pos``    ``pos``     ``len(task.pos_dict)`` rows, padding row ``pos_dict.pad()``
 ``label``  ``labels``  ``len(task.label_dict)`` rows, padding row ``label_dict.pad()``
-``parent`` ``heads``   ``max_source_positions + 1`` rows: the 1-based parent position of paper
+``head``   ``heads``   ``max_source_positions + 1`` rows: the 1-based head ("parent") position of paper
                        003 Table I, 0 for a root (sec. IV.A); a learned table, as sec. III.B
                        stresses ("can be updated during training, which is essentially
                        important for effectively using parent position feature")
 =========  ==========  ========================================================================
 
-The parts are concatenated in the fixed order ``pos, label, parent`` whatever the order given
+The parts are concatenated in the fixed order ``pos, label, head`` whatever the order given
 on the command line, so a checkpoint's layout does not depend on how the flag was spelled.
 Each table is initialised as fairseq initialises word embeddings (``N(0, dim^-1/2)``, padding
 row zero) and scaled by ``sqrt(dim)`` like fairseq scales word embeddings (unless
@@ -35,6 +35,8 @@ from torch import Tensor, nn
 
 from fairseq.models.transformer.transformer_base import Embedding
 
+from fairseq_syntax_core.vocabulary import HEADS, LABELS, POS
+
 __all__ = [
     "SYNTAX_EMBED_FEATURES",
     "SyntaxFeatureEmbedding",
@@ -44,7 +46,9 @@ __all__ = [
 ]
 
 #: feature name on the command line -> key of ``net_input["src_syntax"]`` (paper 003 Table I)
-SYNTAX_EMBED_FEATURES: Dict[str, str] = {"pos": "pos", "label": "labels", "parent": "heads"}
+SYNTAX_EMBED_FEATURES: Dict[str, str] = {"pos": POS, "label": LABELS, "head": HEADS}
+#: the table names releases up to 0.2 gave in checkpoints -> today's (``upgrade_state_dict_named``)
+LEGACY_TABLE_NAMES: Dict[str, str] = {"parent": "head"}
 
 
 def parse_feature_list(value: Optional[object], allowed: Sequence[str], flag: str) -> Tuple[str, ...]:
@@ -93,15 +97,15 @@ def side_input(src_syntax: Optional[Dict[str, Tensor]], key: str, like: Tensor, 
 
 
 class SyntaxFeatureEmbedding(nn.Module):
-    """Concatenated POS / label / parent-position embeddings (paper 003 sec. III.B).
+    """Concatenated POS / label / head-position embeddings (paper 003 sec. III.B).
 
     Args:
-        features: subset of ``("pos", "label", "parent")`` (any order; see module doc).
+        features: subset of ``("pos", "label", "head")`` (any order; see module doc).
         dim: dimension of each feature embedding (``--syntax-feature-dim``, paper 32).
         num_pos, pos_pad: size and padding index of the POS dictionary (``task.pos_dict``).
         num_labels, label_pad: the same for the dependency-label dictionary.
-        max_source_positions: the parent table has ``max_source_positions + 1`` rows
-            (parent positions ``0..T``, 0 = root).
+        max_source_positions: the head table has ``max_source_positions + 1`` rows
+            (head positions ``0..T``, 0 = root).
         scale: multiply each embedding by ``sqrt(dim)`` (fairseq's embedding scale).
     """
 
@@ -131,9 +135,18 @@ class SyntaxFeatureEmbedding(nn.Module):
             self.tables["pos"] = feature_embedding(num_pos, dim, pos_pad)
         if "label" in self.features:
             self.tables["label"] = feature_embedding(num_labels, dim, label_pad)
-        if "parent" in self.features:
+        if "head" in self.features:
             # 0 is a real value (root), so no padding row: padding positions are zeroed by the encoder
-            self.tables["parent"] = feature_embedding(max_source_positions + 1, dim, None)
+            self.tables["head"] = feature_embedding(max_source_positions + 1, dim, None)
+
+    def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
+        """Checkpoints of releases up to 0.2 name the head table ``tables.parent``."""
+        prefix = f"{name}.tables." if name else "tables."
+        for old, new in LEGACY_TABLE_NAMES.items():
+            for suffix in ("weight",):
+                key = f"{prefix}{old}.{suffix}"
+                if key in state_dict and f"{prefix}{new}.{suffix}" not in state_dict:
+                    state_dict[f"{prefix}{new}.{suffix}"] = state_dict.pop(key)
 
     @property
     def output_dim(self) -> int:
@@ -145,7 +158,7 @@ class SyntaxFeatureEmbedding(nn.Module):
         return {SYNTAX_EMBED_FEATURES[f] for f in self.features}
 
     def forward(self, src_syntax: Optional[Dict[str, Tensor]], src_tokens: Tensor) -> Tensor:
-        """``(B, T, n * dim)``: the feature embeddings, in the order ``pos, label, parent``."""
+        """``(B, T, n * dim)``: the feature embeddings, in the order ``pos, label, head``."""
         parts = [
             self.tables[f](side_input(src_syntax, SYNTAX_EMBED_FEATURES[f], src_tokens, f"--syntax-features {f}"))
             for f in self.features

@@ -23,10 +23,10 @@ from torch import Tensor
 
 from fairseq_syntax.modules.structural_position import StructuralPositionEmbedding
 from fairseq_syntax.modules.syntactic_distance import DistanceEmbedding, nsd_positional_encoding
-from fairseq_syntax.modules.syntactic_positional_encoding import SyntacticPositionalEncoding
-from fairseq_syntax.modules.syntax_embedding import SyntaxFeatureEmbedding
+from fairseq_syntax.modules.syntactic_positional_encoding import SPE_FEATURES, SyntacticPositionalEncoding
+from fairseq_syntax.modules.syntax_embedding import SYNTAX_EMBED_FEATURES, SyntaxFeatureEmbedding
 
-from fairseq_syntax_core.vocabulary import DEPTH, HEADS, LABELS, POS
+from fairseq_syntax_core.vocabulary import DEPTH
 
 from ..options import FLOAT32_MAX, ModelOptionError, ModelSizes, check_positive, opt, parse_name_list
 from .base import BuildContext, EncoderBatch, InputComponent, register_input
@@ -34,9 +34,9 @@ from .nsd import NsdOptions
 from .relative import StructuralOptions
 
 #: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al., paper 003 Table I)
-FEATURE_KEYS: Dict[str, str] = {"pos": POS, "label": LABELS, "head": HEADS}
+FEATURE_KEYS: Dict[str, str] = SYNTAX_EMBED_FEATURES
 #: ``--spe-features`` names -> ``src_syntax`` keys (paper 003 eq. 5)
-SPE_KEYS: Dict[str, str] = {"head": HEADS, "depth": DEPTH}
+SPE_KEYS: Dict[str, str] = SPE_FEATURES
 
 
 @dataclass
@@ -93,10 +93,6 @@ class SpeOptions:
     def spe_names(self) -> Tuple[str, ...]:
         return parse_name_list(self.spe_features, tuple(SPE_KEYS), "--spe-features")
 
-#: our feature names -> the names of the embedding modules (which call the head position "parent")
-_MODULE_NAMES = {"pos": "pos", "label": "label", "head": "parent", "depth": "depth"}
-
-
 @register_input
 class DistanceInput(InputComponent):
     """Paper 002 eqs. 5-10: ``--nsd-input concat|add|linear``."""
@@ -145,7 +141,7 @@ class FeatureEmbeddings(InputComponent):
         ctx.require_vocab(needed, f"--syntax-features {','.join(self.features)}")
         vocab = {k: int(v) if v is not None else None for k, v in ctx.vocab.items()}
         self.embed = SyntaxFeatureEmbedding(
-            tuple(_MODULE_NAMES[f] for f in self.features),
+            tuple(self.features),
             cfg.syntax_feature_dim,
             num_pos=vocab.get("syntax_num_pos") or 1,
             pos_pad=vocab.get("syntax_pos_pad") or 0,
@@ -211,9 +207,9 @@ class SyntacticPositions(InputComponent):
         super().__init__()
         cfg = ctx.cfg
         self.features = cfg.spe_names
-        constants = {"parent": cfg.spe_head_constant, "depth": cfg.spe_depth_constant}
+        constants = {"head": cfg.spe_head_constant, "depth": cfg.spe_depth_constant}
         self.encoding = SyntacticPositionalEncoding(
-            tuple(_MODULE_NAMES[f] for f in self.features), ctx.model_dim, constants
+            tuple(self.features), ctx.model_dim, constants
         )
 
     @classmethod
