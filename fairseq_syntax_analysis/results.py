@@ -165,6 +165,8 @@ def read_evaluation(path: str) -> Dict:
 def table_command(args: argparse.Namespace) -> str:
     """The ``table`` command line that rebuilds a table (``--markdown`` left out: it names the output)."""
     argv = [PROG, "table", *args.folders, "--baseline", args.baseline]
+    if args.models:
+        argv += ["--models", args.models]
     for spec in args.compare:
         argv += ["--compare", spec]
     if args.alpha != 0.05:
@@ -205,6 +207,9 @@ def get_parser() -> argparse.ArgumentParser:
     tab.add_argument("--baseline", default="transformer")
     tab.add_argument("--compare", action="append", default=[], metavar="SYSTEM:BASELINE",
                      help="a further pair to test seed by seed (repeatable)")
+    tab.add_argument("--models", default=None, metavar="LIST",
+                     help="comma-separated models to keep (the baseline and the --compare pairs are always kept); "
+                          "default: every model under the folders")
     tab.add_argument("--alpha", type=float, default=0.05)
     tab.add_argument("--markdown", default=None, help="also write the table to this file")
     noise = sub.add_parser("noise", help="BLEU against parse noise p per model (fairseq-syntax-perturb)")
@@ -275,6 +280,17 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     results = load_results(args.folders)
     if not results:
         raise InputError(", ".join(args.folders), None, f"holds no {FORMAT} JSON results")
+    if args.models is not None:
+        wanted = [m for m in args.models.split(",") if m]
+        if not wanted:
+            parser.error("--models: expected a comma-separated list of model names")
+        for name in wanted:
+            if name not in {r["model"] for r in results}:
+                print(f"{PROG}: warning: --models {quoted(name)}: no result of that model yet", file=sys.stderr)
+        keep = set(wanted) | {args.baseline} | {m for pair in compares for m in pair}
+        results = [r for r in results if r["model"] in keep]
+        if not results:
+            raise InputError(", ".join(args.folders), None, f"holds no result of --models {quoted(args.models)}")
     if args.markdown:
         check_output_path(args.markdown, [r["_path"] for r in results], "--markdown")
         for folder in args.folders:

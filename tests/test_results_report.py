@@ -340,3 +340,21 @@ def test_the_table_names_the_command_that_rebuilds_it(tmp_path, capsys):
 def test_a_command_with_backticks_stays_one_code_span():
     assert md_code("table a`b") == "``table a`b``"
     assert md_code("`x") == "`` `x ``"
+
+
+def test_models_keeps_the_listed_models_the_baseline_and_the_compared_pair(tmp_path, capsys):
+    """A page about one paper tables its own models from a folder that holds several papers' results."""
+    folder = _folder(tmp_path, [fake_result(m, 1, REFS) for m in
+                                ("transformer", "transformer_rel", "transformer_gps", "transformer_nsd")])
+    assert rs.cli_main(["table", str(folder), "--models", "transformer_gps",
+                        "--compare", "transformer_nsd:transformer_rel"]) == 0
+    text = capsys.readouterr().out
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| `")]
+    assert rows == ["| `transformer`", "| `transformer_gps`", "| `transformer_nsd`", "| `transformer_rel`"]
+    command = shlex.join(["fairseq-syntax-report", "table", str(folder), "--baseline", "transformer",
+                          "--models", "transformer_gps", "--compare", "transformer_nsd:transformer_rel"])
+    assert f"\nRebuilt from 4 result files by `{command}`.\n" in text
+    assert rs.cli_main(["table", str(folder), "--models", "transformer_gps"]) == 0
+    assert "Rebuilt from 2 result files" in capsys.readouterr().out
+    assert rs.cli_main(["table", str(folder), "--models", "tree2seq", "--baseline", "lstm"]) == 1
+    assert "holds no result of --models" in capsys.readouterr().err
