@@ -1,0 +1,49 @@
+"""The documentation's generated tables (``<!-- table: COMMAND -->`` ... ``<!-- /table -->`` in README.md,
+docs/, examples/ and benchmarks/) are what their commands give from the committed JSON, byte for byte:
+a result added, edited or removed without ``python docs/refresh_tables.py`` fails here."""
+
+import importlib.util
+import os
+
+import pytest
+
+from .conftest import REPO
+from .helpers import REFS, _folder, fake_result  # noqa: F401
+
+
+def _refresh():
+    spec = importlib.util.spec_from_file_location("refresh_tables", os.path.join(REPO, "docs", "refresh_tables.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_generated_table_is_what_the_committed_json_gives(capsys):
+    refresh = _refresh()
+    papers = [os.path.join(REPO, "examples", name, "README.md") for name in
+              ("dep_rel", "gps", "nsd", "syntax_embed", "tree2seq")]
+    for readme in papers:  # every paper's example has its results table, rebuilt from JSON
+        assert "<!-- table: fairseq-syntax-report table " in open(readme, encoding="utf-8").read(), readme
+    assert refresh.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_a_stale_block_is_named_and_rebuilt(tmp_path, monkeypatch, capsys):
+    refresh = _refresh()
+    folder = _folder(tmp_path, [fake_result("transformer", 1, REFS), fake_result("transformer_rel", 1, REFS)])
+    page = tmp_path / "page.md"
+    command = f"fairseq-syntax-report table {folder} --baseline transformer"
+    page.write_text(f"# Results\n\n<!-- table: {command} -->\n| old |\n<!-- /table -->\n\nAfter.\n", encoding="utf-8")
+    assert refresh.main(["--check", str(page)]) == 1
+    assert f"stale: {command}" in capsys.readouterr().err
+    assert refresh.main([str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "| old |" not in text and "| `transformer_rel` | 1 |" in text and text.endswith("<!-- /table -->\n\nAfter.\n")
+    assert refresh.main(["--check", str(page)]) == 0
+
+
+def test_only_the_two_table_commands_run(tmp_path):
+    refresh = _refresh()
+    page = tmp_path / "page.md"
+    page.write_text("<!-- table: rm -rf / -->\n<!-- /table -->\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown table command"):
+        refresh.main(["--check", str(page)])
