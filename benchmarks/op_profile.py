@@ -497,9 +497,8 @@ WHY: Dict[str, str] = {
     "transformer_nsd_both": "both sides of paper 002 (see transformer_nsd and transformer_nsd_target)",
     "transformer_pascal": "PASCAL multiplies the scores by the parent weights (N = S * D_p): no float mask of the "
                           "fused kernel expresses a product, so its one parent-scaled layer keeps the explicit softmax",
-    "tree2seq": "the Tree-LSTM's one step per tree level and the packed nn.LSTM over the words; its syncs are the "
-                "level sizes, the phrase heights' per-level test and the packed sequence's host lengths (moving "
-                "them into the collater is open)",
+    "tree2seq": "the Tree-LSTM's one step per tree level (merge heights and merges per height come from the "
+                "collater, so no sync) and the sequential nn.LSTM over the words",
 }
 
 

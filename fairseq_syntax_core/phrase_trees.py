@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .trees import ancestor_matrix, tree_depth
 
-__all__ = ["phrase_parents", "constituency_distances", "phrase_heights"]
+__all__ = ["phrase_parents", "constituency_distances", "phrase_heights", "merge_level_sizes"]
 
 
 def phrase_parents(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Tensor:
@@ -123,3 +123,11 @@ def phrase_heights(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Ten
             break
         height = new
     return height
+
+
+def merge_level_sizes(height: Tensor, phrase_mask: Tensor) -> Tuple[int, ...]:
+    """Merges per height of a batch (:func:`phrase_heights`), slot 0 the padding merges: the slices of a
+    bottom-up tree-LSTM. The collater computes it on the host (``src_syntax["phrase_level_sizes"]``), so
+    that the GPU never waits for it."""
+    level = torch.where(phrase_mask, height, torch.zeros_like(height)).reshape(-1)
+    return tuple(int(c) for c in torch.bincount(level, minlength=1).tolist())

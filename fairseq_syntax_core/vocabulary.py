@@ -17,5 +17,10 @@ DEPTH = "depth"  # tree depth, root 0 (paper 000)
 # tokens per depth level of a batch, padding first: a tuple of host ints made by the collater
 # (level-wise recurrences slice by them without asking the GPU; see level_sizes in syntactic_position)
 DEPTH_LEVEL_SIZES = "depth_level_sizes"
+# the phrase structure's merges (node stream ``phrase``) and their order for a bottom-up tree-LSTM: each
+# merge's height (0 for padding merges), and merges per height as host ints, made by the collater
+PHRASE_NODES = "phrase"
+PHRASE_HEIGHTS = "phrase_heights"
+PHRASE_LEVEL_SIZES = "phrase_level_sizes"
 LABELS = "labels"  # dependency-label ids
 POS = "pos"  # POS-tag ids

@@ -35,14 +35,9 @@ FORWARD_PHASES = ("train_forward", "encoder_forward", "decoder_step")
 SMALL = types.SimpleNamespace(dim=32, layers=2)
 HEADS = 4
 
-#: families that sync from our code today: the sites found (fairseq_syntax/..., op). The Tree-LSTM's
-#: level-wise recurrence needs each level's size on the host; moving those counts into the collater (as
-#: the path LSTM of paper 001 has them: src_syntax["depth_level_sizes"]) is open
-SYNCING = {
-    "tree2seq": "models/tree2seq/encoder.py (lengths.cpu() for the packed nn.LSTM, and torch's packed "
-                "nn.LSTM / pad_packed_sequence); modules/tree_lstm.py (bool(mask.any()), bincount().tolist()); "
-                "fairseq_syntax_core/phrase_trees.py (torch.equal, once per tree level)",
-}
+#: families that sync from our code today: the sites found (fairseq_syntax/..., op); none (the level-wise
+#: recurrences of paper 001's path LSTM and paper 004's Tree-LSTM get their level sizes from the collater)
+SYNCING: dict = {}  # family -> the sync sites found, while one syncs
 
 
 def _conllu(lines) -> str:

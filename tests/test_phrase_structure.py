@@ -275,7 +275,7 @@ def test_raw_text_gets_the_phrase_structure_converted_from_its_parse():
     tokens = data_utils.collate_tokens([src.encode_line(line, add_if_not_exist=False) for line in lines],
                                        src.pad(), left_pad=True)
     features = parser.features_for(tokens, {"phrase"}, lines)
-    assert set(features) == {"phrase", "phrase_mask"}
+    assert set(features) == {"phrase", "phrase_mask", "phrase_heights", "phrase_level_sizes"}  # + the host schedule
     for row, line in enumerate(lines):
         tree = parser.piece_trees([line.split()])[0]
         expected = from_dependency(tree.heads)  # no BPE: pieces are words

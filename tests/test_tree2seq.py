@@ -126,12 +126,36 @@ def test_a_left_padded_short_sentence_encodes_alone_as_beside_a_long_one(sequent
     assert torch.allclose(real, real2, atol=1e-6)
 
 
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_the_collater_s_level_sizes_give_the_encoder_s_own_result(left_pad):
+    """Heights and merges per height counted on the host (as the collater does) encode exactly as the
+    encoder's own count, which syncs; they are per merge of this batch."""
+    from fairseq_syntax.data.syntax_features import add_host_schedules
+
+    torch.manual_seed(4)
+    model = build_model()
+    model.encoder.left_pad = left_pad
+    model.eval()
+    rng = np.random.default_rng(1)
+    tokens, lengths, syntax = batch([LONG, SHORT, LONG[:6]], [random_tree(11, rng), np.zeros((0, 2)),
+                                                              random_tree(6, rng)], left_pad=left_pad)
+    alone = model.encoder(tokens, lengths, dict(syntax))
+    scheduled = dict(syntax)
+    add_host_schedules(scheduled, tokens.eq(DICT.pad()))
+    assert isinstance(scheduled["phrase_level_sizes"], tuple) and sum(scheduled["phrase_level_sizes"]) == syntax["phrase"].size(0) * syntax["phrase"].size(1)
+    assert torch.equal(scheduled["phrase_heights"], phrase_trees.phrase_heights(syntax["phrase"], syntax["phrase_mask"], lengths - 1))
+    for part, expected in zip(model.encoder(tokens, lengths, scheduled), alone):
+        assert torch.equal(part, expected)
+    with pytest.raises(ValueError, match="do not fit this batch"):
+        model.encoder(tokens, lengths, {**scheduled, "phrase_level_sizes": scheduled["phrase_level_sizes"][:-1]})
+
+
 def test_the_sequential_cells_are_the_lstm_s_own():
     torch.manual_seed(2)
     encoder = build_model().encoder
     x = torch.randn(2, 5, 8)
     lengths = torch.tensor([5, 3])
-    h, c = encoder._sequential_units(x, lengths)
+    h, c = encoder._sequential_units(x)  # right-padded rows: the steps after a row's end are never read
     for row, n in enumerate(lengths.tolist()):
         _, (h_n, c_n) = encoder.lstm(x[row, :n].unsqueeze(1))
         assert torch.allclose(h[row, n - 1], h_n[0, 0], atol=1e-6) and torch.allclose(c[row, n - 1], c_n[0, 0], atol=1e-6)
@@ -146,8 +170,7 @@ def test_a_sentence_without_a_tree_has_a_zero_root_and_attends_to_its_leaves_onl
     T = tokens.size(1)
     assert padding[T:, 1].all() and not padding[T:, 0].any()  # no phrase slot to attend to
     encoder = model.encoder
-    h, c = encoder._sequential_units(encoder.embed_tokens(torch.tensor([[DICT.index(w) for w in SHORT] + [DICT.eos()]])),
-                                     torch.tensor([4]))
+    h, c = encoder._sequential_units(encoder.embed_tokens(torch.tensor([[DICT.index(w) for w in SHORT] + [DICT.eos()]])))
     zero = torch.zeros(8)
     expected_h, expected_c = encoder.init_unit(h[0, 3], c[0, 3], zero, zero)
     assert torch.allclose(hidden[0, 1], expected_h, atol=1e-6) and torch.allclose(cell[0, 1], expected_c, atol=1e-6)

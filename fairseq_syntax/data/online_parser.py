@@ -45,7 +45,7 @@ from fairseq_syntax_core.databin import (
     METADATA_FILE, NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS,
 )
 
-from .syntax_features import SUBWORD_LABEL, PHRASE_FEATURES, append_eos, batch_features, collate_nodes, collate_trees
+from .syntax_features import SUBWORD_LABEL, PHRASE_FEATURES, add_host_schedules, append_eos, batch_features, collate_nodes, collate_trees
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,8 @@ class OnlineParser:
         for name, values in nodes.items():
             if name in requested:
                 features[name], features[name + "_mask"] = collate_nodes(values, 0)
-        return {k: v.to(src_tokens.device) for k, v in features.items()}
+        add_host_schedules(features, src_tokens.eq(self.src_dict.pad()).cpu())  # as the collater does
+        return {k: v.to(src_tokens.device) if isinstance(v, Tensor) else v for k, v in features.items()}
 
     def _check_phrase_source(self) -> None:
         """Raw text gets converted phrase structures: say so when the data-bin had imported ones."""

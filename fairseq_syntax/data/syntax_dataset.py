@@ -10,11 +10,9 @@ from fairseq.data import BaseWrapperDataset, Dictionary, LanguagePairDataset
 from fairseq_syntax_core.databin import HEAD, LABEL, NODE, PHRASE, POS, STREAMS, TOKEN
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.stream_checks import check_ids_below
-from fairseq_syntax_core.trees import level_sizes_of
-from fairseq_syntax_core.vocabulary import DEPTH, DEPTH_LEVEL_SIZES
 
 from .row_gather import gather_rows
-from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, PHRASE_FEATURES, batch_features, collate_nodes, collate_stored_trees
+from .syntax_features import SUBWORD_LABEL, ALL_FEATURES, add_host_schedules, PHRASE_FEATURES, batch_features, collate_nodes, collate_stored_trees
 from .target_syntax import NET_INPUT_KEY, SAMPLE_KEY, collate_target_syntax
 
 logger = logging.getLogger(__name__)
@@ -221,9 +219,8 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask
-        if DEPTH in syntax:  # host ints for the level-wise recurrences (paper 001's path LSTM)
-            src_tokens = batch["net_input"]["src_tokens"]
-            syntax[DEPTH_LEVEL_SIZES] = level_sizes_of(syntax[DEPTH], src_tokens.eq(self.dataset.src_dict.pad()))
+        # host ints for the level-wise recurrences (paper 001's path LSTM, paper 004's tree-LSTM)
+        add_host_schedules(syntax, batch["net_input"]["src_tokens"].eq(self.dataset.src_dict.pad()))
         batch["net_input"]["src_syntax"] = syntax
         return batch
 

@@ -52,6 +52,7 @@ from torch import Tensor
 
 from fairseq_syntax_core import phrase_trees, trees
 from fairseq_syntax_core.vocabulary import DEPTH, HEADS, LABELS, PARENTS, POS, SUBWORD_LABEL  # noqa: F401
+from fairseq_syntax_core.vocabulary import DEPTH_LEVEL_SIZES, PHRASE_HEIGHTS, PHRASE_LEVEL_SIZES, PHRASE_NODES
 
 #: constituency distance keys -> their index in :func:`phrase_trees.constituency_distances`'s ``(d_S, d_G, d_R)``
 CONSTITUENCY_FEATURES: Dict[str, int] = {"distance_height": 0, "distance_depth": 1, "distance_relative": 2}
@@ -330,3 +331,23 @@ def collate_nodes(values: Sequence[Tensor], pad: int) -> "tuple[Tensor, Tensor]"
     mask = torch.arange(nodes).unsqueeze(0) < lengths.unsqueeze(1)
     out = out.view(len(values), nodes, width)
     return (out.squeeze(-1) if flat else out), mask
+
+
+def add_host_schedules(syntax: Dict[str, object], padding_mask: Tensor) -> None:
+    """Add to a batch's ``src_syntax`` (on the host) the slice sizes its level-wise recurrences need.
+
+    * ``depth`` -> ``depth_level_sizes``: tokens per depth level (paper 001's path LSTM);
+    * ``phrase`` (the merges, with ``phrase_mask``) -> ``phrase_heights`` (each merge's height) and
+      ``phrase_level_sizes`` (merges per height; paper 004's bottom-up tree-LSTM), the leaves of a row
+      being its tokens but ``</s>``.
+
+    Counting them here keeps the model's forward free of host-device syncs.
+    """
+    if DEPTH in syntax:
+        syntax[DEPTH_LEVEL_SIZES] = trees.level_sizes_of(syntax[DEPTH], padding_mask)  # type: ignore[arg-type]
+    mask = syntax.get(PHRASE_NODES + "_mask")
+    if PHRASE_NODES in syntax and isinstance(mask, Tensor):
+        n_leaves = ((~padding_mask).long().sum(dim=1) - 1).clamp(min=0)
+        heights = phrase_trees.phrase_heights(syntax[PHRASE_NODES], mask, n_leaves)  # type: ignore[arg-type]
+        syntax[PHRASE_HEIGHTS] = heights
+        syntax[PHRASE_LEVEL_SIZES] = phrase_trees.merge_level_sizes(heights, mask)

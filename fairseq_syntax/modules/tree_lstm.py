@@ -19,10 +19,13 @@ the last sequential state and the root phrase state into the decoder's first sta
 :class:`BinaryTreeLSTM` computes all merges of a batch bottom-up: the merges are ordered by
 their height (:func:`fairseq_syntax_core.phrase_trees.phrase_heights`) and each step computes every
 merge of one height in every sentence at once, so the number of sequential steps is the
-height of the highest tree, never the number of nodes or sentences.
+height of the highest tree, never the number of nodes or sentences. The heights and the number of
+merges per height come from the collater (``src_syntax["phrase_heights"]``,
+``["phrase_level_sizes"]``: host ints), so the forward never waits for the GPU; without them they
+are computed here (host syncs).
 """
 
-from typing import Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -59,17 +62,27 @@ class BinaryTreeLSTM(nn.Module):
         self.cell = BinaryTreeLSTMCell(dim, forget_bias)
 
     def forward(
-        self, leaf_h: Tensor, leaf_c: Tensor, phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor
+        self, leaf_h: Tensor, leaf_c: Tensor, phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor,
+        heights: Optional[Tensor] = None, level_sizes: Optional[Sequence[int]] = None,
     ) -> Tuple[Tensor, Tensor]:
         """Phrase states ``(h, c)``, each ``(B, N, d)``, zero at padding merges.
 
         ``leaf_h``/``leaf_c`` ``(B, L, d)``: leaf ``i`` of a row at column ``i`` (right-padded);
         ``phrase (B, N, 2)``, ``phrase_mask (B, N)``, ``n_leaves (B,)`` as
-        :func:`fairseq_syntax_core.phrase_trees.phrase_parents` takes them.
+        :func:`fairseq_syntax_core.phrase_trees.phrase_parents` takes them; ``heights (B, N)`` and
+        ``level_sizes`` as :func:`~fairseq_syntax_core.phrase_trees.merge_level_sizes` gives them, or None.
         """
         B, L, d = leaf_h.shape
         N = phrase_mask.size(1)
-        if N == 0 or not bool(phrase_mask.any()):
+        if heights is None or level_sizes is None:  # not from the collater: counted here (host syncs)
+            heights = phrase_trees.phrase_heights(phrase, phrase_mask, n_leaves)
+            level_sizes = phrase_trees.merge_level_sizes(heights, phrase_mask)
+        elif tuple(heights.shape) != (B, N) or sum(level_sizes) != B * N:
+            raise ValueError(
+                f"phrase_heights {tuple(heights.shape)} / phrase_level_sizes (sum {sum(level_sizes)}) do not "
+                f"fit this batch's {B} x {N} merges (they come from the same collater call as the merges)"
+            )
+        if N == 0 or sum(level_sizes[1:]) == 0:
             zeros = leaf_h.new_zeros(B, N, d)
             return zeros, zeros
         columns = L + N
@@ -79,12 +92,11 @@ class BinaryTreeLSTM(nn.Module):
         child_flat = (rows * columns + child_column).view(B * N, 2)
         node_flat = (torch.arange(B, device=phrase.device).view(B, 1) * columns
                      + L + torch.arange(N, device=phrase.device).view(1, N)).view(-1)
-        height = phrase_trees.phrase_heights(phrase, phrase_mask, n_leaves).view(-1)
         real = phrase_mask.view(-1)
-        # merges sorted by height: each level is one contiguous slice (one host sync for the sizes)
-        level_of = torch.where(real, height, torch.zeros_like(height))
+        # merges sorted by height: each level is one contiguous slice of level_sizes merges
+        level_of = torch.where(real, heights.to(phrase.device).view(-1), torch.zeros_like(real, dtype=torch.long))
         order = torch.argsort(level_of, stable=True)
-        counts = torch.bincount(level_of, minlength=1).tolist()
+        counts = list(level_sizes)
         h = torch.cat([leaf_h, leaf_h.new_zeros(B, N, d)], dim=1).view(B * columns, d)
         c = torch.cat([leaf_c, leaf_c.new_zeros(B, N, d)], dim=1).view(B * columns, d)
         start = counts[0]  # height 0: padding merges

@@ -38,8 +38,9 @@ from torch.nn import functional as F
 
 from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, BinaryTreeLSTMCell
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.vocabulary import PHRASE_HEIGHTS, PHRASE_LEVEL_SIZES, PHRASE_NODES
 
-PHRASE, PHRASE_MASK = "phrase", "phrase_mask"
+PHRASE, PHRASE_MASK = PHRASE_NODES, PHRASE_NODES + "_mask"
 
 EncoderOut = Tuple[Tensor, Tensor, Tensor, Tensor]
 
@@ -100,12 +101,13 @@ class Tree2SeqEncoder(FairseqEncoder):
         self.tree = BinaryTreeLSTM(hidden_size, forget_bias)
         self.init_unit = BinaryTreeLSTMCell(hidden_size, forget_bias)  # sec. 3.2: s_1 from h_n and h_root
 
-    def _sequential_units(self, x: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
-        """``(h, c)`` of every step, ``(B, T, d)``, zero after each row's end."""
+    def _sequential_units(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """``(h, c)`` of every step, ``(B, T, d)``; after a row's end they run on over padding (the caller
+        zeroes them). Rows are right-padded, so a row's steps never see its padding: no packing, which
+        would need the lengths on the host."""
         B, T, _ = x.shape
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)
+        h, _ = self.lstm(x.transpose(0, 1))
+        h = h.transpose(0, 1)
         previous = torch.cat([h.new_zeros(B, 1, self.hidden_size), h[:, :-1]], dim=1)
         gates = nn.functional.linear(x, self.lstm.weight_ih_l0, self.lstm.bias_ih_l0) + \
             nn.functional.linear(previous, self.lstm.weight_hh_l0, self.lstm.bias_hh_l0)
@@ -132,12 +134,13 @@ class Tree2SeqEncoder(FairseqEncoder):
         real = src_tokens.ne(self.padding_idx)
         lengths = real.long().sum(dim=1)  # pieces + </s>
         x = self.dropout_in_module(self.embed_tokens(src_tokens))
-        h, c = self._sequential_units(x, lengths) if self.sequential else self._leaf_units(x)
+        h, c = self._sequential_units(x) if self.sequential else self._leaf_units(x)
         h, c = h * real.unsqueeze(-1), c * real.unsqueeze(-1)
 
         phrase, phrase_mask = src_syntax[PHRASE].to(src_tokens.device), src_syntax[PHRASE_MASK].to(src_tokens.device)
         n_leaves = (lengths - 1).clamp(min=0)
-        node_h, node_c = self.tree(h, c, phrase, phrase_mask, n_leaves)
+        node_h, node_c = self.tree(h, c, phrase, phrase_mask, n_leaves, src_syntax.get(PHRASE_HEIGHTS),
+                                   src_syntax.get(PHRASE_LEVEL_SIZES))  # from the collater: no host sync
 
         # the root: the last merge, a one-piece line's leaf, zero for a line without a tree
         merges = phrase_mask.long().sum(dim=1)
