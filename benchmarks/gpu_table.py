@@ -1,4 +1,4 @@
-"""The README's GPU table from ``gpu_check.py`` JSON files (benchmarks/results/gpu_check_*.json).
+"""The GPU table of docs/benchmarks.md from ``gpu_check.py`` JSON files (benchmarks/results/gpu_check_*.json).
 
     python benchmarks/gpu_table.py benchmarks/results/gpu_check_h100_run2.json \\
         benchmarks/results/gpu_check_h100_run1.json benchmarks/results/gpu_check_h100_run3.json

@@ -1,4 +1,4 @@
-"""The README's "Adding a component", walked literally: a new idea is one module dropped into
+"""The documentation's "Adding a component" (docs/design.md), walked literally: a new idea is one module dropped into
 ``components/`` and one preset row, nothing else of the plugin touched.
 
 The toy component is a learned bias per pair of dependency labels, added to the attention logits

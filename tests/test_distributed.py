@@ -1,7 +1,7 @@
 """Issue 15: several ranks on CPU (gloo), equal to one rank with ``--update-freq``; exact resume.
 
 Every family of the plugin trains with 2 ranks, one process per rank, as a user on CPU would
-start them (README, "Scale out"): ``--distributed-world-size 2 --distributed-rank R
+start them (docs/scale_out.md): ``--distributed-world-size 2 --distributed-rank R
 --distributed-no-spawn --distributed-backend gloo --distributed-init-method tcp://127.0.0.1:PORT
 --ddp-backend legacy_ddp --cpu``. With dropout 0, fairseq gives rank R the batches R, R + 2, ...
 and sums the gradients, so the updates of 2 ranks equal those of 1 rank with ``--update-freq 2``
@@ -169,7 +169,7 @@ def test_every_trainable_parameter_gets_a_gradient_in_one_step(work, arch):
 
 
 def test_an_nsd_model_trained_without_its_criterion_leaves_the_distance_classifier_without_gradient(work):
-    """Why the README says: train transformer_nsd* with label_smoothed_cross_entropy_with_nsd (or
+    """Why docs/scale_out.md says: train transformer_nsd* with label_smoothed_cross_entropy_with_nsd (or
     --no-nsd-predict); with the plain criterion, eq. 11's classifier is unused, which pytorch_ddp refuses
     unless --find-unused-parameters is given."""
     flags = ["--arch", "transformer_nsd", *CLI_TINY, "--criterion", "label_smoothed_cross_entropy"]
@@ -189,7 +189,7 @@ def parameters_without_gradient(work, flags):
 # ----------------------------------------------------------- what fairseq would do silently on CPU
 @pytest.mark.slow
 def test_two_fairseq_train_processes_train_one_model_with_gloo(work):
-    """The command of the README, as a user types it: two fairseq-train processes, one per rank."""
+    """The command of docs/scale_out.md, as a user types it: two fairseq-train processes, one per rank."""
     port = free_port()
     flags = COMMON + FAMILIES["relative+dependency"] + ["--max-update", "2", "--save-dir", "cli"]
     env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
@@ -228,7 +228,7 @@ def cpu_cfg(**distributed):
     ({"distributed_backend": "nccl"}, 0, "--distributed-backend nccl needs GPUs"),
     ({"ddp_backend": "pytorch_ddp"}, 0, "--ddp-backend pytorch_ddp wraps the model with GPU device ids"),
     ({"ddp_backend": "c10d"}, 2, "--ddp-backend c10d wraps"),  # --cpu on a machine with GPUs
-    ({}, 0, None),  # the README's CPU flags
+    ({}, 0, None),  # the CPU flags of docs/scale_out.md
     ({"distributed_init_method": None}, 0, "--distributed-no-spawn without --distributed-init-method"),
     ({"distributed_world_size": 1, "distributed_no_spawn": False, "distributed_backend": "nccl"}, 0, None),
     ({"distributed_no_spawn": False, "distributed_backend": "nccl", "ddp_backend": "pytorch_ddp"}, 8, "nccl"),

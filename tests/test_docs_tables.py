@@ -47,3 +47,20 @@ def test_only_the_two_table_commands_run(tmp_path):
     page.write_text("<!-- table: rm -rf / -->\n<!-- /table -->\n", encoding="utf-8")
     with pytest.raises(ValueError, match="unknown table command"):
         refresh.main(["--check", str(page)])
+
+
+def test_the_readme_opens_with_the_two_commands_ci_runs():
+    """README.md: at most 300 lines, opening with the main job and the test command; CI (.ci/run) runs that
+    test command, then the documentation build; every relative link of the README names a file of the checkout."""
+    import re
+
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    assert len(readme.splitlines()) <= 300
+    opening = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in opening.splitlines() if line and not line.startswith("#")]
+    assert commands == ["bash scripts/quickstart.sh", "bash scripts/run_tests.sh"]
+    ci = [line for line in open(os.path.join(REPO, ".ci", "run"), encoding="utf-8").read().splitlines()
+          if line and not line.startswith("#")]
+    assert ci.index("bash scripts/run_tests.sh") < ci.index("bash scripts/build_docs.sh")
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme):
+        assert os.path.exists(os.path.join(REPO, target)), target

@@ -120,7 +120,7 @@ def test_two_shards_read_together_equal_the_unsharded_data_bin(made):
 
 
 def test_each_shard_holds_the_length_prior_of_its_own_train_lines(made):
-    """The decision documented in the README: a shard's table counts its own lines; the tables add up."""
+    """The decision documented in docs/scale_out.md: a shard's table counts its own lines; the tables add up."""
     from fairseq_syntax_core.length_prior import read_length_prior
 
     root, _, _ = made
