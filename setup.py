@@ -5,7 +5,7 @@ import re
 from setuptools import find_packages, setup
 
 # fairseq 0.12.2 from PyPI does not import on Python >= 3.11 (dataclass mutable defaults,
-# fairseq issue 5012). ve-fairseq 0.12.3 is a cp311 wheel of fairseq main that installs the
+# https://github.com/facebookresearch/fairseq/issues/5012). ve-fairseq 0.12.3 is a cp311 wheel of fairseq main that installs the
 # same `fairseq` module; on older Pythons the official release is used.
 FAIRSEQ = [
     'fairseq>=0.12.2; python_version < "3.11"',
@@ -35,7 +35,7 @@ setup(
         "sacrebleu>=2.0",
         "tqdm",
         "matplotlib",
-        "nltk>=3.10.4",  # RIBES: earlier releases count Kendall's tau wrongly (nltk PR #3900)
+        "nltk>=3.10.4",  # RIBES: earlier releases count Kendall's tau wrongly (https://github.com/nltk/nltk/pull/3900)
         "submitit",  # fairseq-syntax-preprocess-cluster: one job per shard (SLURM array, or local processes)
     ],
     # the tests parse the sample's French side (examples/sample/*.fr) as a target language

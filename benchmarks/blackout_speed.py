@@ -1,6 +1,6 @@
 """Seconds per training update: ``--criterion blackout`` against ``cross_entropy`` (full softmax).
 
-Paper 004 (sec. 3.4, 5.1) trains with BlackOut because the softmax over a word-level target
+Eriguchi et al. (2016, secs. 3.4 and 5.1) train with BlackOut because the softmax over a word-level target
 vocabulary dominates the cost of a recurrent NMT model; the goal here is BlackOut at least 2x
 faster per update than the full softmax at a ~30k vocabulary. What is timed is one whole
 update as fairseq's trainer does it: the criterion's forward (model forward included),

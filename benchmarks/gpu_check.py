@@ -6,7 +6,7 @@ data-bin and batches, ``--seed 1``): base size (6+6 layers, 512 wide, 8 heads, F
 embeddings; the recurrent models 1 layer at 512), ``--fp16``, ``--max-tokens 8192``, 4 loader
 workers, ``--updates`` updates; throughput is the mean of fairseq's ``train_inner`` words/s over
 the log intervals after the first ``--skip`` updates (start-up, cuDNN autotuning and the first
-epoch's batch building excluded). Families that change the model's width (paper 003) are
+epoch's batch building excluded). Families that change the model's width (Duan et al. 2019) are
 compared with ``transformer`` at the same width. Generation: ``fairseq-generate`` with
 ``--beam 5`` on the test set from each model's checkpoint, every hypothesis exactly
 ``--gen-len`` tokens (``--min-len`` = ``--max-len-b``), so that all models decode the same amount
@@ -42,7 +42,7 @@ RECURRENT = ["--encoder-embed-dim", "512", "--encoder-hidden-size", "512", "--de
 
 
 def width(dim: int, heads: int) -> List[str]:
-    """``transformer`` at paper 003's widths: everything ``dim`` wide, its heads, decoder embeddings shared."""
+    """``transformer`` at Duan et al. (2019)'s widths: everything ``dim`` wide, its heads, decoder embeddings shared."""
     return ["--encoder-layers", "6", "--decoder-layers", "6", "--encoder-embed-dim", str(dim),
             "--decoder-embed-dim", str(dim), "--encoder-ffn-embed-dim", str(4 * dim),
             "--decoder-ffn-embed-dim", str(4 * dim), "--encoder-attention-heads", str(heads),
@@ -78,14 +78,14 @@ FAMILIES = [
     Family("transformer_structural", "transformer_structural", BASE, "transformer", generate=True),
     Family("lstm", "lstm", RECURRENT, "lstm", generate=True),
     Family("tree2seq", "tree2seq", RECURRENT, "lstm", generate=True),
-    # paper 003 widens the encoder by its feature embeddings: 512 + 3 x 32 and 512 + 2 x 32
+    # Duan et al. (2019) widens the encoder by its feature embeddings: 512 + 3 x 32 and 512 + 2 x 32
     Family("transformer_w608", "transformer", width(608, 19), "transformer_w608"),
     Family("transformer_syntax_embed", "transformer_syntax_embed", PAPER_003, "transformer_w608"),
     Family("transformer_w576", "transformer", width(576, 9), "transformer_w576"),
     Family("transformer_syntax_spe", "transformer_syntax_spe", PAPER_003, "transformer_w576"),
     Family("transformer_rel", "transformer_rel", BASE, "transformer", profile=False),
     Family("transformer_dep", "transformer_dep", BASE, "transformer", profile=False),
-    # paper 002's target side needs a target-side parse: the en-fr data-bin, its own baseline
+    # Ma et al. (2019)'s target side needs a target-side parse: the en-fr data-bin, its own baseline
     Family("transformer_enfr", "transformer", BASE, "transformer_enfr", data="target", generate=True),
     Family("transformer_nsd_target", "transformer_nsd_target", BASE, "transformer_enfr", data="target",
            generate=True, criterion=NSD),

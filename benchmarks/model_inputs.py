@@ -18,7 +18,7 @@ def for_model(sample: Dict, model) -> Dict:
                                    if k in wanted or any(k.startswith(w + "_") for w in wanted)}
     own = dict(sample, net_input=net_input)
     own.pop("target_syntax", None)
-    if target_wanted:  # paper 002's target side: inputs aligned with prev_output_tokens, gold aligned with target
+    if target_wanted:  # Ma et al. (2019)'s target side: inputs aligned with prev_output_tokens, gold aligned with target
         net_input["tgt_syntax"] = {k: v for k, v in sample["net_input"]["tgt_syntax"].items() if k in target_wanted}
         own["target_syntax"] = {k: v for k, v in sample["target_syntax"].items() if k in target_wanted}
     return own

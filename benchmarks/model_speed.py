@@ -12,10 +12,10 @@ machine noise falls on all of them alike), equal dimensions. Reported as ratios 
     python benchmarks/model_speed.py DATA_BIN --archs transformer,transformer_rel,transformer_dep,transformer_dep_rel
     python benchmarks/model_speed.py DATA_BIN --archs transformer,transformer_syntax_embed,transformer_syntax_spe,transformer_nsd
 
-The paper 003 models get the same ``--dims``, so their encoder is wider by the concatenated
+The Duan et al. (2019) models get the same ``--dims``, so their encoder is wider by the concatenated
 feature embeddings (``--encoder-embed-dim`` is the word dimension); ``transformer_nsd`` trains
 with ``label_smoothed_cross_entropy_with_nsd``. ``--model-flags ARCH=FLAGS`` adds flags to one
-model only (they come last, so they win): with it the paper 003 models can be compared with a
+model only (they come last, so they win): with it the Duan et al. (2019) models can be compared with a
 ``transformer`` of the same model width, e.g. ``transformer`` at 352 everywhere against
 ``transformer_syntax_embed_iwslt_de_en`` with 256-wide words + 3 x 32 features (what the
 features themselves cost, apart from the width the paper gives the model):
@@ -47,7 +47,7 @@ def build(data_bin: str, arch: str, dims: List[str], device: torch.device):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
-    # paper 002's model trains with its distance losses (eqs. 19-20): part of its training cost
+    # Ma et al. (2019)'s model trains with its distance losses (eqs. 19-20): part of its training cost
     criterion = "label_smoothed_cross_entropy_with_nsd" if arch.startswith("transformer_nsd") else "label_smoothed_cross_entropy"
     args = options.parse_args_and_arch(parser, input_args=[
         data_bin, "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--arch", arch,
@@ -119,7 +119,7 @@ def main() -> None:
     # batches from one task with every feature any model consumes; each model gets its share
     feeder = built[archs[-1]][0]
     for task, model, _, _ in built.values():
-        feeder.request_inputs(model, require_target=True)  # source and target (paper 002) features
+        feeder.request_inputs(model, require_target=True)  # source and target (Ma et al. 2019) features
     feeder.load_dataset("train")
     feeder.load_dataset(args.gen_subset)
     from fairseq import utils

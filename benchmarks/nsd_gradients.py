@@ -1,4 +1,4 @@
-"""Gradient norm of each term of paper 002's loss on the layers it shares with translation, at initialisation.
+"""Gradient norm of each term of Ma et al. (2019)'s loss on the layers it shares with translation, at initialisation.
 
 For every (model, criterion flags) given, one model is built on the data-bin and scored on the
 first validation batches; the gradient norm of each weighted term (translation, and eq. 19's

@@ -479,22 +479,22 @@ def _ratio(value, base) -> Optional[float]:
 
 #: why a family stays over a goal (what its extra work is), reported beside the numbers
 WHY: Dict[str, str] = {
-    "transformer_rel": "relative values (paper 000 eq. 17) need the attention probabilities: the explicit softmax "
+    "transformer_rel": "relative values (Omote et al. 2019, eq. 17) need the attention probabilities: the explicit softmax "
                        "(bmm, masks, softmax, dropout, bmm) and the bucket scatter and value product in every "
                        "layer, decoder included (--decoder-rel-seq-k); the fused form with the probabilities as "
                        "extra value columns was measured slower on an H100 (0.58x against 0.75x)",
     "transformer_dep": "relative dependency-depth keys and values in every encoder layer (see transformer_rel)",
     "transformer_dep_rel": "sequence and depth relative keys and values in every encoder layer and sequence ones in "
                            "the decoder (see transformer_rel)",
-    "transformer_gps": "paper 001's path LSTM runs one step per tree level (about 10 small ops forward and backward "
+    "transformer_gps": "Xie et al. (2021)'s path LSTM runs one step per tree level (about 10 small ops forward and backward "
                        "per level); the eq. 5 term itself goes to the fused kernel as a bias",
     "transformer_structural": "structural relative buckets (ancestor closure) and relative keys and values in every "
                               "encoder layer",
-    "transformer_nsd": "paper 002's distance embedding, predictor and three losses: about a hundred small "
+    "transformer_nsd": "Ma et al. (2019)'s distance embedding, predictor and three losses: about a hundred small "
                        "elementwise ops per step",
-    "transformer_nsd_target": "paper 002 on the decoder: the distance input, predictor and losses at every target "
+    "transformer_nsd_target": "Ma et al. (2019) on the decoder: the distance input, predictor and losses at every target "
                               "position",
-    "transformer_nsd_both": "both sides of paper 002 (see transformer_nsd and transformer_nsd_target)",
+    "transformer_nsd_both": "both sides of Ma et al. (2019) (see transformer_nsd and transformer_nsd_target)",
     "transformer_pascal": "PASCAL multiplies the scores by the parent weights (N = S * D_p): no float mask of the "
                           "fused kernel expresses a product, so its one parent-scaled layer keeps the explicit softmax",
     "tree2seq": "the Tree-LSTM's one step per tree level (merge heights and merges per height come from the "

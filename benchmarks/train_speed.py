@@ -24,7 +24,7 @@ ratios: a slowdown of the machine falls on both runs of a pair at once.
 
     python benchmarks/train_speed.py DATA_BIN --archs transformer,transformer_gps --heads 4,8 --reps 4 --paired
 
-Recurrent models (paper 004's ``tree2seq`` against fairseq's ``lstm``): one layer,
+Recurrent models (Eriguchi et al. (2016)'s ``tree2seq`` against fairseq's ``lstm``): one layer,
 ``--dim`` wide embeddings and hidden units, input feeding, no head count:
 
     python benchmarks/train_speed.py DATA_BIN --archs lstm,tree2seq --baseline lstm --heads 1 \\

@@ -1,4 +1,4 @@
-"""``fairseq-generate --score-reference`` with a decoder that reads target distances (paper 002, target side).
+"""``fairseq-generate --score-reference`` with a decoder that reads target distances (Ma et al. 2019, target side).
 
 Scoring a reference is teacher-forced: fairseq's ``SequenceScorer`` runs one full forward pass
 over the given target. A decoder that reads target syntactic distances (``--nsd-target-input``,
@@ -38,7 +38,7 @@ def check_reference_scoring(models: Iterable, data_bin: str, target_lang: Option
     if target_parsed or not any(reads_target_distances(model) for model in models):
         return
     raise UsageError(
-        f"--score-reference: the model reads target syntactic distances (paper 002's target side), and "
+        f"--score-reference: the model reads target syntactic distances (Ma et al. (2019)'s target side), and "
         f"scoring a reference gives it the reference's gold ones, but the target '{target_lang}' of the data-bin "
         f"{data_bin} was not parsed ({os.path.join(data_bin, METADATA_FILE)} {PARSED_LANGS_KEY} lists no "
         f"'{target_lang}'): score with a data-bin made with fairseq-syntax-preprocess --target-parser or "

@@ -1,4 +1,4 @@
-"""Paper 004's beam search (Eriguchi et al. 2016, section 4.3): a length prior on finished hypotheses.
+"""Eriguchi et al. (2016)'s beam search (Eriguchi et al. 2016, section 4.3): a length prior on finished hypotheses.
 
 ``fairseq-generate`` / ``fairseq-interactive`` ``--task syntax_translation --length-prior``
 decode with :class:`LengthPriorSequenceGenerator` (:class:`LengthPriorSequenceGeneratorWithAlignment`
@@ -148,7 +148,7 @@ def generator_class_and_kwargs(prior: LengthPrior, weight: float, args, seq_gen_
     ]
     for flag, given in refused:
         if given:
-            raise UsageError(f"--length-prior is paper 004's beam search with a length prior; it cannot be "
+            raise UsageError(f"--length-prior is Eriguchi et al. (2016)'s beam search with a length prior; it cannot be "
                              f"combined with {flag}")
     alignment = getattr(args, "print_alignment", None)
     wanted = LengthPriorSequenceGeneratorWithAlignment if alignment else LengthPriorSequenceGenerator

@@ -1,4 +1,4 @@
-"""``fairseq-syntax-awsl``: Average Weight of Syntax Logits per syntax layer (paper 001 sec. 4.3, eq. 7, Figure 3).
+"""``fairseq-syntax-awsl``: Average Weight of Syntax Logits per syntax layer (Xie et al. 2021, sec. 4.3, eq. 7, Figure 3).
 
 For a checkpoint with syntactic-position layers (``--gps-layers``, e.g. ``transformer_gps``), runs the
 encoder over a split with ``record_logits`` on those layers and averages, over samples and heads,
@@ -36,7 +36,7 @@ __all__ = ["compute_awsl", "write_tsv", "plot_awsl", "cli_main"]
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairseq-syntax-awsl",
-        description="Average Weight of Syntax Logits (paper 001 eq. 7) per syntax layer of a checkpoint",
+        description="Average Weight of Syntax Logits (Xie et al. 2021, eq. 7) per syntax layer of a checkpoint",
     )
     parser.add_argument("data", help="the data-bin the model was trained on (fairseq-syntax-preprocess)")
     parser.add_argument("--path", required=True, help="checkpoint file (e.g. checkpoint_best.pt)")
@@ -131,12 +131,12 @@ def write_tsv(rows: Sequence[Dict[str, float]], path: str) -> None:
 
 
 def plot_awsl(rows: Sequence[Dict[str, float]], path: str, title: str = "") -> None:
-    """Figure 3 of paper 001 written to ``path`` (PNG)."""
+    """Figure 3 of Xie et al. (2021) written to ``path`` (PNG)."""
     atomic_write_all([(path, figure_writer(awsl_figure(rows, title)))])
 
 
 def awsl_figure(rows: Sequence[Dict[str, float]], title: str = ""):
-    """The figure of paper 001's Figure 3: syntax share (red) and content share (blue) over the syntax layers."""
+    """The figure of Xie et al. (2021)'s Figure 3: syntax share (red) and content share (blue) over the syntax layers."""
     import matplotlib
 
     matplotlib.use("Agg")

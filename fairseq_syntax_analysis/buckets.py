@@ -8,7 +8,7 @@ With a source file instead of a data-bin, the length is its whitespace-separated
 there is no depth.
 
 Bucket edges are given as ``[e1, e2, ...]``: buckets ``< e1``, ``e1 .. e2 - 1``, ..., ``>= ek``
-(paper 001 Figure 2 uses 20, 30, 40, 50 on WMT). ``auto`` picks the quintiles of the split, so
+(Xie et al. 2021, Figure 2 uses 20, 30, 40, 50 on WMT). ``auto`` picks the quintiles of the split, so
 each bucket holds about a fifth of the sentences whatever the corpus.
 """
 

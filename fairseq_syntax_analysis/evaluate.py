@@ -10,9 +10,9 @@ confidence interval; a zero observed difference is reported as p = 1, see
 :mod:`fairseq_syntax_analysis.scoring`). With ``--data-bin`` (or ``--source``), BLEU per
 source-length bucket and per source tree-depth bucket (:mod:`fairseq_syntax_analysis.buckets`),
 printed as tables, written to ``--json`` and drawn to ``--plot`` as the BLEU difference to the
-baseline per bucket (paper 001, Figure 2). Translations are plain text (one per line) or
+baseline per bucket (Xie et al. 2021, Figure 2). Translations are plain text (one per line) or
 ``fairseq-generate`` output (:mod:`fairseq_syntax_analysis.hypotheses`). With ``--ribes``, also
-RIBES (Isozaki et al. 2010; paper 004, section 4.4) per system, x 100: NLTK's, alpha 0.25,
+RIBES (Isozaki et al. 2010; Eriguchi et al. 2016, section 4.4) per system, x 100: NLTK's, alpha 0.25,
 beta 0.10, on the words BLEU counts (sacreBLEU's 13a tokens), a corpus score without a paired
 test (:mod:`fairseq_syntax.scoring.ribes`).
 """
@@ -58,7 +58,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-detokenize", action="store_true",
                    help="take fairseq-generate output as it is (only BPE joints are removed)")
     p.add_argument("--ribes", action="store_true",
-                   help="also RIBES x 100 per system (Isozaki et al. 2010, paper 004's metric; NLTK's, alpha 0.25, "
+                   help="also RIBES x 100 per system (Isozaki et al. 2010, Eriguchi et al. (2016)'s metric; NLTK's, alpha 0.25, "
                         "beta 0.10) on the words BLEU counts (sacreBLEU's 13a tokens); a corpus score, no paired test")
     src = p.add_argument_group("source buckets")
     src.add_argument("--data-bin", default=None, help="data-bin whose parse of --split gives lengths and depths")
@@ -66,7 +66,7 @@ def get_parser() -> argparse.ArgumentParser:
     src.add_argument("--source-lang", default=None, help="source language of --data-bin (default: its syntax.json)")
     src.add_argument("--source", default=None, help="source text instead of --data-bin: lengths only, no depths")
     src.add_argument("--length-buckets", default="auto", metavar="EDGES",
-                     help="source-length bucket edges in words, e.g. 20,30,40,50 (paper 001 Fig. 2); "
+                     help="source-length bucket edges in words, e.g. 20,30,40,50 (Xie et al. 2021, Fig. 2); "
                           "auto: the quintiles of the test set (default)")
     src.add_argument("--depth-buckets", default="auto", metavar="EDGES", help="tree-depth bucket edges, or auto")
     sig = p.add_argument_group("significance")
@@ -236,12 +236,12 @@ def _table(head: List[str], rows: List[List[str]]) -> List[str]:
 
 
 def plot_buckets(report: Dict, path: str) -> None:
-    """The BLEU difference to the baseline per bucket (paper 001 Fig. 2), written to ``path`` (PNG)."""
+    """The BLEU difference to the baseline per bucket (Xie et al. 2021, Fig. 2), written to ``path`` (PNG)."""
     atomic_write_all([(path, figure_writer(bucket_figure(report)))])
 
 
 def bucket_figure(report: Dict):
-    """The figure of the BLEU difference to the baseline per source-length and per tree-depth bucket (paper 001 Fig. 2)."""
+    """The figure of the BLEU difference to the baseline per source-length and per tree-depth bucket (Xie et al. 2021, Fig. 2)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -31,7 +31,7 @@ from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
 CODES_FILE = "bpe.codes"
-#: paper 004's length prior p(len(y) | len(x)) of the pair SRC-TGT, counted on the train split
+#: Eriguchi et al. (2016)'s length prior p(len(y) | len(x)) of the pair SRC-TGT, counted on the train split
 #: (``fairseq_syntax/data/length_prior.py``); ``.format(src=..., tgt=...)`` gives the file name
 LENGTH_PRIOR_FILE = "length_prior.{src}-{tgt}.json"
 #: ``syntax.json`` key naming the program that wrote the data-bin, and its value

@@ -1,4 +1,4 @@
-"""Paper 004's length prior p(len(y) | len(x)) (sec. 4.3): the table, its smoothing and its file.
+"""Eriguchi et al. (2016)'s length prior p(len(y) | len(x)) (sec. 4.3): the table, its smoothing and its file.
 
 Pure numpy and JSON, shared by the pipeline (which stores the table in the data-bin,
 ``fairseq-syntax-preprocess``) and the plugin (which estimates it for older data-bins and

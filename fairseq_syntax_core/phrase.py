@@ -1,7 +1,7 @@
 """Binary phrase structures of one sentence: the stored form, its checks, and where it comes from.
 
-Paper 004 (Eriguchi et al. 2016, sec. 3.1) encodes a sentence with a binary phrase structure
-whose ``n - 1`` internal nodes are states of their own; paper 002's constituency distances
+Eriguchi et al. 2016, sec. 3.1 encodes a sentence with a binary phrase structure
+whose ``n - 1`` internal nodes are states of their own; Ma et al. (2019)'s constituency distances
 (eqs. 1-3, :func:`fairseq_syntax_core.phrase_trees.constituency_distances`) read the same trees.
 
 Stored form (the ``phrase`` stream of a data-bin, :mod:`.databin`): the **merges** of a

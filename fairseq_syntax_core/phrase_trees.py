@@ -1,4 +1,4 @@
-"""Binary phrase structures as batched trees: paper 004's tree-LSTM order and paper 002's constituency
+"""Binary phrase structures as batched trees: Eriguchi et al. (2016)'s tree-LSTM order and Ma et al. (2019)'s constituency
 distances (eqs. 1-3).
 
 A line's phrase structure is stored as its merges, ``phrase (B, N, 2)``: merge ``k`` joins two
@@ -46,9 +46,9 @@ def phrase_parents(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Ten
 
 
 def constituency_distances(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """Paper 002's syntactic distances of a binary phrase structure, one per word: ``(d_S, d_G, d_R)``.
+    """Ma et al. (2019)'s syntactic distances of a binary phrase structure, one per word: ``(d_S, d_G, d_R)``.
 
-    For words ``w_1..w_n`` (paper 002 sec. 2, eqs. 1-3) and ``i < n``:
+    For words ``w_1..w_n`` (Ma et al. 2019, sec. 2, eqs. 1-3) and ``i < n``:
 
     * ``d_S(w_i)``: the height of the lowest common ancestor of ``w_i`` and ``w_{i+1}`` (Shen et
       al. 2018: a leaf has height 0, a node ``1 +`` its higher child's); ``d_S(w_n) = H``, the
@@ -104,7 +104,7 @@ def constituency_distances(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor
 def phrase_heights(phrase: Tensor, phrase_mask: Tensor, n_leaves: Tensor) -> Tensor:
     """Height of every merge, ``LongTensor (B, N)``: a leaf is 0, a merge ``1 +`` its higher child.
 
-    The bottom-up schedule of a batched Tree-LSTM (paper 004 sec. 3.1): all merges of height
+    The bottom-up schedule of a batched Tree-LSTM (Eriguchi et al. 2016, sec. 3.1): all merges of height
     ``h`` can be computed once those of heights ``< h`` are. Inputs as :func:`phrase_parents`;
     padding merges get 0. One round per tree level (no loop over nodes or sentences): a
     round raises every merge to ``1 +`` its children's current heights, until nothing changes.

@@ -10,7 +10,7 @@ Conventions
 Stored (per-sentence) form, ``heads``: ``LongTensor (..., T)``.
     ``heads[i]`` is the **1-based** position of the head of token ``i`` inside
     the same line, and ``0`` marks a root.  This is the CoNLL-U ``HEAD``
-    column and is exactly the "parent position" feature of paper 003
+    column and is exactly the "parent position" feature of Duan et al. (2019)
     (Duan et al., Table I).  A line may contain **several roots** (the parser
     split the source line into several sentences); each root is depth 0 of
     its own tree, and every derivation below treats the trees independently
@@ -25,13 +25,13 @@ Batched form, ``parents``: ``LongTensor (B, T)`` (any leading shape ``(..., T)``
     nothing here assumes where the padding is.  ``parents`` is assumed to be a
     forest (no cycles); use :func:`validate_heads` on the stored form first.
 
-Depth: root depth 0 (paper 000, Omote et al. 2019, sec. 4); paper 003 counts
+Depth: root depth 0 (Omote et al. 2019, sec. 4); Duan et al. (2019) counts
     the root as depth 1 (:func:`duan_tree_depth`).
 
 The EOS token that fairseq appends to the source is **not** handled here: the
 dataset appends its entry before any derivation (it attaches to the line's last
 root, see ``fairseq_syntax/data/syntax_features.py``).  Subword expansion
-(paper 003 sec. III.D: first piece inherits, later pieces attach to it) is done
+(Duan et al. 2019, sec. III.D: first piece inherits, later pieces attach to it) is done
 by the pipeline (``preprocess/projection.py``); this module sees piece-level
 trees as plain trees.
 """
@@ -135,7 +135,7 @@ def validate_heads(heads: Union[Sequence[int], np.ndarray, Tensor]) -> None:
     tree per parser sentence in the line).  An empty sequence is accepted.
 
     Cycle detection is vectorised pointer jumping over a virtual node 0 (the
-    root index of paper 002 eq. 4), ``ceil(log2(T+1)) + 1`` rounds.
+    root index of Ma et al. 2019, eq. 4), ``ceil(log2(T+1)) + 1`` rounds.
     """
     if isinstance(heads, Tensor):
         arr = heads.detach().cpu().numpy()
@@ -236,7 +236,7 @@ def parents_from_heads(heads: Tensor) -> Tensor:
 
 
 def tree_depth(parents: Tensor) -> Tensor:
-    """Depth of each token, root depth 0 (paper 000 sec. 4, ``depth(n)`` in eq. 16).
+    """Depth of each token, root depth 0 (Omote et al. 2019, sec. 4, ``depth(n)`` in eq. 16).
 
     ``parents (B, T)`` (or any ``(..., T)``) -> ``LongTensor`` of the same shape.
     Pointer jumping, ``ceil(log2 T) + 1`` rounds.  Each root of a multi-root
@@ -259,10 +259,10 @@ def root_index(parents: Tensor) -> Tensor:
 
 
 def relative_depth(depth: Tensor) -> Tensor:
-    """Pairwise relative depth, paper 000 eq. 16: ``dist_ij = depth(n_j) - depth(n_i)``.
+    """Pairwise relative depth, Omote et al. 2019, eq. 16: ``dist_ij = depth(n_j) - depth(n_i)``.
 
     ``depth (B, T)`` -> ``(B, T, T)`` with ``out[b, i, j] = depth[b, j] - depth[b, i]``
-    (row i = query word, column j = key word, as in paper 000 Table 1).  The
+    (row i = query word, column j = key word, as in Omote et al. 2019, Table 1).  The
     formula is applied to all pairs, including tokens of different trees of a
     multi-root line (each root being depth 0); callers mask across sentences
     with :func:`root_index` if they need to.
@@ -271,7 +271,7 @@ def relative_depth(depth: Tensor) -> Tensor:
 
 
 def duan_tree_depth(parents: Tensor) -> Tensor:
-    """Paper 003 Table I "tree depth": :func:`tree_depth` + 1 (the root counts as 1).
+    """Duan et al. 2019, Table I "tree depth": :func:`tree_depth` + 1 (the root counts as 1).
 
     E.g. "It is a good thing for people ." -> ``[2, 1, 3, 3, 2, 4, 3, 2]``.
     Self-pointing padding gets 1 (callers mask it).
@@ -280,7 +280,7 @@ def duan_tree_depth(parents: Tensor) -> Tensor:
 
 
 def dependency_distance(heads: Tensor, positions: Optional[Tensor] = None) -> Tensor:
-    """Dependency NSD of paper 002 eq. 4: ``d_D(w_i) = i - h(i)``, root index 0.
+    """Dependency NSD of Ma et al. 2019, eq. 4: ``d_D(w_i) = i - h(i)``, root index 0.
 
     Works on the **stored** form ``heads (..., T)`` (1-based, 0 = root).  By
     default ``i`` is ``1..T`` along the last dimension, so batched rows must be
@@ -333,7 +333,7 @@ def tree_distance(parents: Tensor) -> Tensor:
     ``parents (B, T)`` -> ``LongTensor (B, T, T)``, symmetric, zero diagonal.
     Tokens in different trees (different roots of a multi-root line, or
     padding) get ``-1``.  (Tree path length is the distance of Wang et al.
-    2019b cited in paper 001 sec. 2.)  ``depth(LCA) + 1`` equals the number of
+    2019b cited in Xie et al. 2021, sec. 2.)  ``depth(LCA) + 1`` equals the number of
     common ancestors-or-self, obtained as ``A @ A^T`` of the ancestor matrix.
     """
     p, shape = _flatten(parents)
@@ -350,7 +350,7 @@ def tree_distance(parents: Tensor) -> Tensor:
 
 
 def root_paths(parents: Tensor, labels: Tensor, pad: int) -> Tuple[Tensor, Tensor]:
-    """Root-to-word dependency-label paths of paper 001 sec. 3.2.
+    """Root-to-word dependency-label paths of Xie et al. 2021, sec. 3.2.
 
     For token ``i`` the path is ``[label(root), ..., label(parent(i)), label(i)]``
     (``p_i = {label_0, ..., label_n}``; e.g. John = [root, conj, cc]), where
@@ -399,7 +399,7 @@ def structural_relative_position(
 
       - ``"depth-sum"`` (default, our reading of Wang et al.):
         ``sign(i - j) * (abs(x_i) + abs(x_j))``, the path through the origin;
-      - ``"tree-path"`` (paper 001's description of Wang et al.: "the length of
+      - ``"tree-path"`` (Xie et al. (2021)'s description of Wang et al.: "the length of
         the shortest path between two nodes"): ``sign(i - j) * tree_distance(i, j)``
         (:func:`tree_distance`; the path through the lowest common ancestor).
         Tokens of different trees, which have no tree path, keep the depth sum.
@@ -441,7 +441,7 @@ def structural_relative_position(
 def word_start(parents: Tensor, labels: Tensor, subword_label: int) -> Tensor:
     """Index of the first piece of each piece's word (same shape as ``parents``).
 
-    Undoes the projection onto BPE pieces (README "Projection onto BPE
+    Undoes the projection onto BPE pieces (docs/pipeline.md, "Projection onto BPE
     pieces"): a piece whose label is ``subword_label`` (the reserved
     ``<subword>`` label id) belongs to the word of the piece it attaches to.
     Works for both projection rules (``first``: later pieces attach to the

@@ -7,13 +7,13 @@ are what a data-bin holds; features (below) are what a batch gives a model, deri
 padded row (a root points to itself).
 """
 
-#: the label of a piece attached to its word's first (or previous) piece (README "Projection onto BPE pieces")
+#: the label of a piece attached to its word's first (or previous) piece (docs/pipeline.md, "Projection onto BPE pieces")
 SUBWORD_LABEL = "<subword>"
 
 #: features of a batch (keys of ``net_input["src_syntax"]``)
-HEADS = "heads"  # 1-based head positions, 0 for a root (paper 003's "parent position")
+HEADS = "heads"  # 1-based head positions, 0 for a root (Duan et al. (2019)'s "parent position")
 PARENTS = "parents"  # 0-based head indices in the padded row; a root points to itself
-DEPTH = "depth"  # tree depth, root 0 (paper 000)
+DEPTH = "depth"  # tree depth, root 0 (Omote et al. 2019)
 # tokens per depth level of a batch, padding first: a tuple of host ints made by the collater
 # (level-wise recurrences slice by them without asking the GPU; see level_sizes in syntactic_position)
 DEPTH_LEVEL_SIZES = "depth_level_sizes"

@@ -336,7 +336,7 @@ def _keep_dictionaries_only(out: str, metadata: Dict[str, object], train: Split)
 
 
 def write_length_table(splits: List[Split], work: str, out: str, src: str, tgt: str) -> None:
-    """Paper 004's length prior counted on the train pairs in pieces (:mod:`fairseq_syntax_core.length_prior`)."""
+    """Eriguchi et al. (2016)'s length prior counted on the train pairs in pieces (:mod:`fairseq_syntax_core.length_prior`)."""
     train = next((s for s in splits if s.name == "train"), None)
     if train is None:  # decoding estimates it from the data-bin the model was trained on
         return

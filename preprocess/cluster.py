@@ -31,7 +31,7 @@ every shard's arguments are checked as the command would check them (inputs, dic
 ``--destdir``); every error is one line (file-system errors too). After the jobs, the shards are
 checked together (:func:`fairseq_syntax_core.shards.check_shard_set`): any failed or missing
 shard, or one that does not belong with the others, is an error naming it. ``--check-only`` runs that last check
-alone, e.g. after the plain ``sbatch --array`` recipe of the README.
+alone, e.g. after the plain ``sbatch --array`` recipe of docs/scale_out.md.
 """
 
 import argparse

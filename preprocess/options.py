@@ -74,7 +74,7 @@ def get_parser() -> argparse.ArgumentParser:
     syn.add_argument("--bpe-symbols", type=positive, help="learn this many joint BPE merges on train")
     syn.add_argument("--bpe-codes", help="apply these subword-nmt codes instead of learning")
     syn.add_argument("--no-bpe", action="store_true",
-                     help="keep whole words (word-level vocabulary, as paper 000 on ASPEC)")
+                     help="keep whole words (word-level vocabulary, as Omote et al. (2019) on ASPEC)")
     syn.add_argument("--projection", choices=RULES, default="first",
                      help="rule projecting word trees onto BPE pieces (see preprocess/projection.py)")
     syn.add_argument("--labeldict", help="reuse a dict.SRC.deplabel.txt")
@@ -83,7 +83,7 @@ def get_parser() -> argparse.ArgumentParser:
     syn.add_argument("--max-len-action", choices=["error", "skip"], default="error",
                      help="error on a longer line, or skip the pair (counted in the summary)")
     tgt_syn = parser.add_argument_group(
-        "target-side syntax (optional; paper 002's target-side distances)",
+        "target-side syntax (optional; Ma et al. (2019)'s target-side distances)",
         "parse the target side of every split too, project it onto the target BPE pieces with --projection "
         "and write S.SRC-TGT.TGT.{head,deplabel,pos,phrase} streams and dict.TGT.{deplabel,pos}.txt "
         "(the phrase structure converted from the dependency parse)",
@@ -97,7 +97,7 @@ def get_parser() -> argparse.ArgumentParser:
     syn.add_argument("--overwrite", action="store_true",
                      help="replace an existing --destdir, only if it is a data-bin made by this pipeline")
     scale = parser.add_argument_group(
-        "corpus scale (README: Sharded preprocessing)",
+        "corpus scale (docs/scale_out.md: sharded preprocessing)",
         "learn the dictionaries once (--dict-only), then write each contiguous part of the train set "
         "into a data-bin of its own (--num-shards N --shard-id I, streamed in blocks: memory bounded by "
         "--block-lines); fairseq-train reads data-bin/shard0:data-bin/shard1:... one shard per epoch",

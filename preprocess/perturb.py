@@ -3,7 +3,7 @@
     fairseq-syntax-perturb data-bin --destdir data-bin.p0.2 --p 0.2 --seed 1            # test splits
     fairseq-syntax-perturb data-bin --destdir noisy-bin --p 0.1 --splits train,valid,test
 
-Paper 001 names robustness to parse errors as future work; this simulates a worse parser. The
+Xie et al. (2021) names robustness to parse errors as future work; this simulates a worse parser. The
 perturbation works on the words, not the pieces: each word's tree is recovered from the piece
 streams (a word is its first piece; later pieces hang from it or from each other with the
 ``<subword>`` label), and each word is perturbed with probability ``p``, in a random order:
@@ -22,7 +22,7 @@ pieces carry the word's head and label; the arcs inside words are unchanged). A 
 structure converted from the dependency parse (the default) is converted again from the
 perturbed tree; imported brackets (``--constituency-parse``) are kept as they are, since the
 noise models a worse dependency parser (``syntax.json`` records which). Only the source side's
-parse is perturbed: a target-side parse (paper 002's target side) is copied unchanged, and
+parse is perturbed: a target-side parse (Ma et al. (2019)'s target side) is copied unchanged, and
 ``syntax.json`` says so (``sides``). Text, dictionaries, POS and every split not chosen are
 copied unchanged; the ``.conllu`` of a perturbed split keeps the pieces' text of the original.
 Each split draws from its own generator, seeded with ``--seed`` and the split's name, so a

@@ -2,7 +2,7 @@
 
 Rules (the data-bin's ``syntax.json`` records which one made it):
 
-``first`` (default; Duan et al., paper 003 section III.D)
+``first`` (default; Duan et al. 2019, section III.D)
     The first piece of a word inherits the word's label, POS and head, attaching to the
     first piece of the head word. Every later piece of the word attaches to the word's
     first piece with the reserved label :data:`SUBWORD_LABEL`. All pieces keep the word's POS.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Paper 000's own setting (Omote, Tamura, Ninomiya 2019, section 5.1): ASPEC Japanese-to-English,
+# Omote et al. (2019)'s own setting (Omote, Tamura, Ninomiya 2019, section 5.1): ASPEC Japanese-to-English,
 # Transformer_abs / _rel / _dep / _dep+rel. Documented, not run here: ASPEC is distributed by
 # JST/NICT on application (https://jipsti.jst.go.jp/aspec/, Nakazawa et al. 2016), and the
 # paper's tools (KyTea for Japanese words, the EDA dependency parser) are outside PyPI.

@@ -7,11 +7,11 @@
 #   ARCHS="transformer transformer_rel transformer_dep_rel" SEEDS="1 2 3" THREADS=1 bash examples/dep_rel/multi30k.sh
 #   ARCHS=transformer_gps FLAGS="--gps-layers all" TAG=.all bash examples/dep_rel/multi30k.sh
 #
-# Run protocol (issue 12): one small configuration for every model (3+3 layers, 256, 4 heads,
+# Run protocol: one small configuration for every model (3+3 layers, 256, 4 heads,
 # FFN 1024, shared embeddings, dropout 0.3, batches of 4,096 tokens, inverse-sqrt schedule with
 # 800 warm-up updates); validation every epoch; training stops when the validation loss has not
 # improved for PATIENCE epochs (early stopping) or at the MAX_UPDATE cap that every model of the
-# table shares (2,000); checkpoint_best.pt (by validation loss; paper 002's models by the
+# table shares (2,000); checkpoint_best.pt (by validation loss; Ma et al. (2019)'s models by the
 # translation's own loss: nll_loss, or nll_loss_fed for a decoder that reads target distances, so
 # that the distance terms do not choose it) decodes every Multi30k test set
 # present in MULTI30K_DIR (test_2016_flickr, and test_2017_flickr, test_2017_mscoco,
@@ -24,7 +24,7 @@
 #
 # FLAGS are added to every model's fairseq-train flags; TAG is appended to the run's name, so
 # variants do not overwrite runs. MODEL replaces the Transformer models' flags (tests use a tiny
-# one), RNN_MODEL those of the recurrent ones (fairseq's lstm, paper 004's tree2seq: 1 layer,
+# one), RNN_MODEL those of the recurrent ones (fairseq's lstm, Eriguchi et al. (2016)'s tree2seq: 1 layer,
 # 256 wide, input feeding). GEN_FLAGS are added to fairseq-generate (e.g. "--length-prior
 # --unnormalized"). BASELINE and COMPARE choose the table's reference and its head-to-head pair
 # (examples/tree2seq/multi30k.sh sets lstm and tree2seq:lstm). TGT: the target language (de; fr for
@@ -84,7 +84,7 @@ done
   fi
 ) 9>"$OUT/.data-bin.lock"
 
-# the same small configuration for every model (paper 000 uses 6+6 layers, 512, 8 heads on ASPEC)
+# the same small configuration for every model (Omote et al. 2019 uses 6+6 layers, 512, 8 heads on ASPEC)
 MODEL=${MODEL:-"--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 256 --decoder-embed-dim 256
   --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 --encoder-attention-heads 4
   --decoder-attention-heads 4 --share-all-embeddings --dropout 0.3"}
@@ -103,7 +103,7 @@ for arch in $ARCHS; do
     lstm*|tree2seq*) ARCH_MODEL=$RNN_MODEL ;;
   esac
   case "$arch" in
-    # paper 002: checkpoint_best.pt chosen on translation alone, not on the sum with the distance terms; a
+    # Ma et al. (2019): checkpoint_best.pt chosen on translation alone, not on the sum with the distance terms; a
     # decoder that reads target distances on the loss with its own distances fed back, as it decodes
     transformer_nsd_target*|transformer_nsd_both*) CRITERION=label_smoothed_cross_entropy_with_nsd
       EXTRA="--best-checkpoint-metric nll_loss_fed" ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Parse-noise robustness (paper 001's first item of future work): the trained checkpoints of
+# Parse-noise robustness (Xie et al. (2021)'s first item of future work): the trained checkpoints of
 # multi30k.sh decode test_2016_flickr under parses perturbed with probability p (word level:
 # heads reattached within the tree, labels replaced; fairseq-syntax-perturb), and BLEU is
 # plotted against p per model.

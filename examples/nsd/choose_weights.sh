@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Choosing paper 002's loss weights and target-side predictor on the VALIDATION set (never the test
+# Choosing Ma et al. (2019)'s loss weights and target-side predictor on the VALIDATION set (never the test
 # set): short fairseq-train runs of a small model on one data-bin, one per variant, each ending in
 # the validation metrics of its last update -- nll_loss (gold target distances, the training way),
 # nll_loss_fed (the distances generation feeds back), their gap, and the distance accuracy -- one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi30k en-fr, paper 002 on both sides (issue 14): fairseq's transformer against source-side
+# Multi30k en-fr, Ma et al. (2019) on both sides: fairseq's transformer against source-side
 # (transformer_nsd), target-side (transformer_nsd_target) and both (transformer_nsd_both) neural
 # syntactic distance, on one data-bin whose English source is parsed by spaCy's English model and
 # whose French target by fr_core_news_sm (--target-parser), with the run protocol of

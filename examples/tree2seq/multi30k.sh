@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi30k en-de, paper 004: tree2seq against fairseq's own lstm (1 layer, 256, input feeding) on
+# Multi30k en-de, Eriguchi et al. (2016): tree2seq against fairseq's own lstm (1 layer, 256, input feeding) on
 # the same data-bin, with the run protocol of examples/dep_rel/multi30k.sh (early stopping, the
 # shared 2,000-update cap, one JSON result per (model, seed) under examples/tree2seq/results/).
 #

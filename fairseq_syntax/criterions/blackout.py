@@ -1,11 +1,11 @@
-"""BlackOut (Ji et al. 2016), the sampled output layer of paper 004 (Eriguchi et al. 2016, sec. 3.4).
+"""BlackOut (Ji et al. 2016), the sampled output layer of Eriguchi et al. 2016, sec. 3.4.
 
 ``--criterion blackout``: training replaces the full softmax over the target vocabulary by a
 **weighted softmax** over the true target and ``K`` negative words drawn from the unigram
 distribution of the target side of the training data raised to ``beta``; inference (and
 validation) uses the model's ordinary full softmax, unchanged.
 
-The objective: Ji et al. 2016, sec. 3 (paper 004's text lost the equations)
+The objective: Ji et al. 2016, sec. 3 (Eriguchi et al. (2016)'s text lost the equations)
 ---------------------------------------------------------------------------
 
 Read together with the authors' reference implementation (IntelLabs/rnnlm, ``rnnlmlib.cpp``,
@@ -20,7 +20,7 @@ Per batch, ``K`` negatives ``S_K`` are drawn from ``Q`` **with replacement** and
 target position of the batch, all time steps included** (one ``(N, K)`` product instead of
 one per step; Ji et al.'s code draws ``K`` per time step and shares them by the sentences of
 the mini-batch). With replacement as their code (i.i.d. draws from the cumulative
-distribution) and paper 004 sec. 5.1 ("frequent words can be treated as the negative samples
+distribution) and Eriguchi et al. 2016, sec. 5.1 ("frequent words can be treated as the negative samples
 multiple times at each training step"): a word drawn ``m_j`` times counts ``m_j`` times.
 For a target position with decoder state ``h``, true word ``i`` and output scores
 ``s_w = theta_w . h + b_w`` (the rows of the model's own output layer)::
@@ -137,12 +137,12 @@ class BlackOutConfig(FairseqDataclass):
     blackout_samples: int = field(
         default=500,
         metadata={"help": "K, negative words drawn per batch (with replacement, shared by all target positions); "
-                          "paper 004: 500 / 2000 (small data), 2500 (large)"},
+                          "Eriguchi et al. (2016): 500 / 2000 (small data), 2500 (large)"},
     )
     blackout_beta: float = field(
         default=0.4,
         metadata={"help": "beta: negatives come from the target-side unigram distribution raised to beta "
-                          "(0: uniform over target words, 1: unigram); paper 004 and Ji et al.: 0.4"},
+                          "(0: uniform over target words, 1: unigram); Eriguchi et al. (2016) and Ji et al.: 0.4"},
     )
     sentence_avg: bool = II("optimization.sentence_avg")
     seed: int = II("common.seed")

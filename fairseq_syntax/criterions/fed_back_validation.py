@@ -1,6 +1,6 @@
 """Validation of target-side NSD as generation runs it: the translation loss with fed-back distances.
 
-A decoder that reads target distances (paper 002 sec. 3.1, ``--nsd-target-input`` or
+A decoder that reads target distances (Ma et al. 2019, sec. 3.1, ``--nsd-target-input`` or
 ``--nsd-target-spe-lambda``) trains on the gold distance of each previous token (teacher
 forcing), but generation feeds back its own predictions (sec. 3.3). The validation loss that
 fairseq logs is computed the training way, so it overstates the model; it also adds the
@@ -45,7 +45,7 @@ def selection_advice(metric: str, model) -> Optional[str]:
     best = "nll_loss_fed" if _reads_target_distances(model) else "nll_loss"
     if metric == "loss":
         return (f"--best-checkpoint-metric loss selects checkpoint_best.pt on translation plus the syntactic "
-                f"distance losses (paper 002 eqs. 19-20): select on translation with --best-checkpoint-metric {best}")
+                f"distance losses (Ma et al. 2019, eqs. 19-20): select on translation with --best-checkpoint-metric {best}")
     if metric == "nll_loss" and best == "nll_loss_fed":
         return ("--best-checkpoint-metric nll_loss scores the translation with the gold target distances, which "
                 "generation does not have: --best-checkpoint-metric nll_loss_fed scores it as generation runs")
@@ -56,7 +56,7 @@ def selection_error(metric: str, model) -> Optional[str]:
     """Why ``--best-checkpoint-metric metric`` cannot work for this model (it is never logged), or None."""
     if metric in ("nll_loss_fed", "nll_loss_gap", "tgt_nsd_fed_acc") and not _reads_target_distances(model):
         return (f"--best-checkpoint-metric {metric}: only a decoder that reads target syntactic distances logs it "
-                "(paper 002's target side, --nsd-target-input or --nsd-target-spe-lambda); this model never "
+                "(Ma et al. (2019)'s target side, --nsd-target-input or --nsd-target-spe-lambda); this model never "
                 "would, and fairseq would stop at the first validation: use nll_loss or loss")
     return None
 

@@ -1,6 +1,6 @@
-"""Label-smoothed cross-entropy plus the source-side NSD losses of paper 002 (Ma et al. 2019).
+"""Label-smoothed cross-entropy plus the source-side NSD losses of Ma et al. 2019.
 
-``L = L_NMT + w_dist (w_mse L_mse + w_rank L_rank) + w_ent L_ent`` (paper 002 eq. 17 with a
+``L = L_NMT + w_dist (w_mse L_mse + w_rank L_rank) + w_ent L_ent`` (Ma et al. 2019, eq. 17 with a
 weight per term; the paper's weights are all 1, the defaults here):
 
 * ``L_NMT``: fairseq's ``label_smoothed_cross_entropy`` (eq. 18 with label smoothing);
@@ -76,7 +76,7 @@ from fairseq_syntax.modules.syntactic_distance import (
 )
 
 
-#: the ``src_syntax`` keys that hold a distance (paper 002 eqs. 1-4)
+#: the ``src_syntax`` keys that hold a distance (Ma et al. 2019, eqs. 1-4)
 DISTANCE_KEYS = DEPENDENCY_FEATURES + tuple(CONSTITUENCY_FEATURES)
 
 
@@ -84,7 +84,7 @@ DISTANCE_KEYS = DEPENDENCY_FEATURES + tuple(CONSTITUENCY_FEATURES)
 class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionConfig):
     nsd_dist_weight: float = field(
         default=1.0,
-        metadata={"help": "joint weight of the distance-aware loss of paper 002 eq. 19 (squared error + pairwise "
+        metadata={"help": "joint weight of the distance-aware loss of Ma et al. 2019, eq. 19 (squared error + pairwise "
                           "hinge; each further weighted by --nsd-mse-weight, --nsd-rank-weight); paper: 1"},
     )
     nsd_mse_weight: float = field(
@@ -95,7 +95,7 @@ class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionC
     )
     nsd_ent_weight: float = field(
         default=0.25,
-        metadata={"help": "weight of the cross-entropy of the predicted distances, paper 002 eq. 20 (paper: 1, on a per-token scale we read as its toolkit's); 0.25 keeps its gradient on the shared layers below the translation's at initialisation"},
+        metadata={"help": "weight of the cross-entropy of the predicted distances, Ma et al. 2019, eq. 20 (paper: 1, on a per-token scale we read as its toolkit's); 0.25 keeps its gradient on the shared layers below the translation's at initialisation"},
     )
     nsd_rank_norm: ChoiceEnum(NSD_RANK_NORMS) = field(
         default="token",
@@ -122,7 +122,7 @@ class LabelSmoothedCrossEntropyWithNSDConfig(LabelSmoothedCrossEntropyCriterionC
 
 def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Optional[Tensor] = None,
                rank_norm: str = "none", units: str = "raw") -> Dict[str, Tensor]:
-    """The source NSD loss terms of paper 002 for one batch.
+    """The source NSD loss terms of Ma et al. (2019) for one batch.
 
     Args:
         logits: ``(B, T, 2D+1)`` eq. 11 logits.
@@ -156,7 +156,7 @@ def nsd_losses(logits: Tensor, gold: Tensor, padding_mask: Tensor, counted: Opti
 
 @register_criterion("label_smoothed_cross_entropy_with_nsd", dataclass=LabelSmoothedCrossEntropyWithNSDConfig)
 class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriterion):
-    """fairseq's label-smoothed cross-entropy + paper 002 eqs. 19-20 on the source distances."""
+    """fairseq's label-smoothed cross-entropy + Ma et al. 2019, eqs. 19-20 on the source distances."""
 
     def __init__(
         self,
@@ -179,7 +179,7 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
                    "nsd_rank_weight": nsd_rank_weight, "nsd_ent_weight": nsd_ent_weight}
         for name, value in weights.items():
             if not 0 <= float(value) < math.inf:  # NaN fails too
-                raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite weight >= 0 (paper 002: 1)")
+                raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite weight >= 0 (Ma et al. 2019: 1)")
             setattr(self, name, float(value))
         if str(nsd_rank_norm) not in NSD_RANK_NORMS:
             raise UsageError(f"--nsd-rank-norm must be one of {list(NSD_RANK_NORMS)}, got {nsd_rank_norm!r}")
@@ -233,7 +233,7 @@ class LabelSmoothedCrossEntropyWithNSDCriterion(LabelSmoothedCrossEntropyCriteri
         translation, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
         parts = {"translation": translation}
         unweighted = {"nsd_": self.compute_nsd_losses(net_output, sample, model)}
-        # target side (paper 002 secs. 3.1-3.3; None when the decoder predicts no distances)
+        # target side (Ma et al. 2019, secs. 3.1-3.3; None when the decoder predicts no distances)
         tgt_key = getattr(getattr(model, "decoder", None), "nsd_key", None) or "distance"
         target = target_nsd_losses(net_output, sample, self.target_terms, tgt_key, self.padding_idx,
                                    self.task.target_dictionary.eos())

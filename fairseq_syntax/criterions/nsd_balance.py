@@ -1,4 +1,4 @@
-"""How strongly each term of paper 002's eq. 17 pulls on the layers it shares with translation.
+"""How strongly each term of Ma et al. (2019)'s eq. 17 pulls on the layers it shares with translation.
 
 The distance terms (eqs. 19-20) are trained through the same encoder or decoder layers as the
 translation. A term whose gradient on those layers is much larger than the translation's

@@ -1,4 +1,4 @@
-"""Where BlackOut finds a model's output layer (paper 004 sec. 3.4; Ji et al. 2016): the projection
+"""Where BlackOut finds a model's output layer (Eriguchi et al. 2016, sec. 3.4; Ji et al. 2016): the projection
 weights and bias of fairseq's Transformer and LSTM decoders and of ``tree2seq``, tied or not, so that
 the criterion scores only the true target and the sampled negatives."""
 

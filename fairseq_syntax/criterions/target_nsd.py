@@ -1,4 +1,4 @@
-"""The target-side terms of ``label_smoothed_cross_entropy_with_nsd``: paper 002 eqs. 19-20 on the decoder.
+"""The target-side terms of ``label_smoothed_cross_entropy_with_nsd``: Ma et al. 2019, eqs. 19-20 on the decoder.
 
 With ``--nsd-target-predict`` the decoder's eq. 11 logits ``extra["tgt_nsd_logits"]`` (position
 ``t`` predicts the distance of ``target[:, t]``) are scored against

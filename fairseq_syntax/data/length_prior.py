@@ -1,4 +1,4 @@
-"""Paper 004 (Eriguchi et al. 2016), section 4.3: the target-length prior p(len(y) | len(x)).
+"""Eriguchi et al. 2016, section 4.3: the target-length prior p(len(y) | len(x)).
 
 The paper's beam search scores a finished candidate ``log p(y | x) + log p(len(y) | len(x))``,
 the conditional length distribution "computed in advance following the statistics collected"

@@ -172,7 +172,7 @@ class OnlineParser:
         texts = texts if texts is not None else [None] * src_tokens.size(0)
         node_names = sorted(n for n in requested if n in STREAMS and STREAMS[n].granularity == NODE)
         token_requested = set(requested) - set(node_names)
-        needs_phrase = bool(token_requested & set(PHRASE_FEATURES))  # constituency distances (paper 002)
+        needs_phrase = bool(token_requested & set(PHRASE_FEATURES))  # constituency distances (Ma et al. 2019)
         if needs_phrase and PHRASE.name not in node_names:
             node_names.append(PHRASE.name)
         if node_names:

@@ -219,7 +219,7 @@ class SyntaxLanguagePairDataset(BaseWrapperDataset):
         for name in ordered[0].get("src_nodes", {}):
             values, mask = collate_nodes([s["src_nodes"][name] for s in ordered], self._pad(name))
             syntax[name], syntax[name + "_mask"] = values, mask
-        # host ints for the level-wise recurrences (paper 001's path LSTM, paper 004's tree-LSTM)
+        # host ints for the level-wise recurrences (Xie et al. (2021)'s path LSTM, Eriguchi et al. (2016)'s tree-LSTM)
         add_host_schedules(syntax, batch["net_input"]["src_tokens"].eq(self.dataset.src_dict.pad()))
         batch["net_input"]["src_syntax"] = syntax
         return batch

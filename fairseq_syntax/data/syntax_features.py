@@ -14,12 +14,12 @@ closes), with label and POS ``</s>`` of their dictionaries. It is thus a child o
 Features a model can ask for (``net_input["src_syntax"][name]``, each ``(B, T)`` and padded
 exactly like ``src_tokens``):
 
-``heads``     1-based head position in the line, 0 for a root (paper 003 "parent position")
+``heads``     1-based head position in the line, 0 for a root (Duan et al. 2019 "parent position")
 ``parents``   0-based index of the head in the *padded* row; roots and padding point to themselves
-``depth``     tree depth, root 0 (paper 000 sec. 4); padding 0
+``depth``     tree depth, root 0 (Omote et al. 2019, sec. 4); padding 0
 ``labels``    dependency-label ids (padding: the label dictionary's pad)
 ``pos``       POS ids (padding: the POS dictionary's pad)
-``distance``  dependency syntactic distance d_D(i) = i - h(i) (paper 002 eq. 4); a root's ``i`` is
+``distance``  dependency syntactic distance d_D(i) = i - h(i) (Ma et al. 2019, eq. 4); a root's ``i`` is
               its position within its own parser sentence (the first position of its tree
               counts 1), the paper's ``i``: on a line of one sentence, the line position;
               padding 0
@@ -28,7 +28,7 @@ exactly like ``src_tokens``):
 ``distance_word``, ``distance_line_word``  the same over **words** (``--nsd-units word``): every
               piece of a word gets its word's d_D, counted in words (the paper parsed words);
               words are recovered from the ``<subword>`` arcs of the piece tree (:func:`trees.word_start`)
-``distance_height``    d_S (paper 002 eq. 1, Shen et al. 2018), from the ``phrase`` stream
+``distance_height``    d_S (Ma et al. 2019, eq. 1, Shen et al. 2018), from the ``phrase`` stream
 ``distance_depth``     d_G (eq. 1, Gomez-Rodriguez and Vilares 2018)
 ``distance_relative``  d_R (eq. 3)
 ``KEY_mask``  for each constituency key requested: True at the real pieces of a line that has
@@ -179,7 +179,7 @@ def word_tree(heads: Tensor, parents: Tensor, labels: Tensor, real: Tensor, subw
     """Each piece's word as ``(word_heads, word_positions)``, ``(B, T)``: the 1-based position in the line
     of the piece's word, and of its word's head word (0 for a root word).
 
-    Words are undone from the projection (README "Projection onto BPE pieces"): a piece labelled
+    Words are undone from the projection (docs/pipeline.md, "Projection onto BPE pieces"): a piece labelled
     ``<subword>`` belongs to the word of the piece it attaches to (:func:`trees.word_start`); a
     word's head is that of its first piece. ``</s>`` is a word of its own. Padding gets 0.
     """
@@ -198,7 +198,7 @@ def word_tree(heads: Tensor, parents: Tensor, labels: Tensor, real: Tensor, subw
 def padded_constituency_distances(
     phrase: Tensor, phrase_mask: Tensor, real: Tensor, offset: Tensor
 ) -> "tuple[Tensor, Tensor]":
-    """``(d_S, d_G, d_R)`` (paper 002 eqs. 1-3) per source piece, placed like the source, and ``has_tree``.
+    """``(d_S, d_G, d_R)`` (Ma et al. 2019, eqs. 1-3) per source piece, placed like the source, and ``has_tree``.
 
     ``real`` marks each row's pieces plus ``</s>`` (its last real position); ``offset`` is each
     row's leading padding. Leaf ``i`` of the stored tree is piece ``i``; ``</s>``, padding and
@@ -336,9 +336,9 @@ def collate_nodes(values: Sequence[Tensor], pad: int) -> "tuple[Tensor, Tensor]"
 def add_host_schedules(syntax: Dict[str, object], padding_mask: Tensor) -> None:
     """Add to a batch's ``src_syntax`` (on the host) the slice sizes its level-wise recurrences need.
 
-    * ``depth`` -> ``depth_level_sizes``: tokens per depth level (paper 001's path LSTM);
+    * ``depth`` -> ``depth_level_sizes``: tokens per depth level (Xie et al. (2021)'s path LSTM);
     * ``phrase`` (the merges, with ``phrase_mask``) -> ``phrase_heights`` (each merge's height) and
-      ``phrase_level_sizes`` (merges per height; paper 004's bottom-up tree-LSTM), the leaves of a row
+      ``phrase_level_sizes`` (merges per height; Eriguchi et al. (2016)'s bottom-up tree-LSTM), the leaves of a row
       being its tokens but ``</s>``.
 
     Counting them here keeps the model's forward free of host-device syncs.

@@ -16,7 +16,7 @@ the task then collates, for exactly those names, two ``(B, T_tgt)`` LongTensors 
 
 The values are those :func:`~fairseq_syntax.data.syntax_features.batch_features` derives for
 the source, computed on the target streams with the same ``</s>`` entry appended
-(:func:`~fairseq_syntax.data.syntax_features.append_eos`), so ``distance`` is paper 002's
+(:func:`~fairseq_syntax.data.syntax_features.append_eos`), so ``distance`` is Ma et al. (2019)'s
 d_D(i) = i - h(i) counted in target pieces. Both views are then built from the same
 per-sentence values (the ``</s>`` slot set to the sentinel 0) with fairseq's own
 ``data_utils.collate_tokens``, once as the target is collated and once with

@@ -20,7 +20,7 @@ weights become 1); default 0.
 Split words. PASCAL gives every sub-word piece the parent of its *word*, and
 when the parent word is itself split, centres the Gaussian on the middle of the
 parent word's pieces (the mean of their positions, possibly fractional). Our
-piece trees (projection ``first``, paper 003) instead attach every later piece
+piece trees (projection ``first``, Duan et al. 2019) instead attach every later piece
 of a word to the word's first piece with the reserved ``<subword>`` label (rule
 ``chain``: to the previous piece). :func:`pascal_parent_positions` undoes that
 with :func:`fairseq_syntax_core.trees.word_start` (both rules), so with

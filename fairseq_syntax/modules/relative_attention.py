@@ -1,7 +1,7 @@
 """Relative position representations for self-attention.
 
 Implements the relative position representations of Shaw et al. (2018) and
-the dependency-based relative depth representations of paper 000
+the dependency-based relative depth representations of Omote et al. (2019)
 ("Dependency-Based Relative Positional Encoding for Transformer NMT"):
 
 * eqs. 11-15: Shaw et al.; ``a^K_ij = w^K_{clip(j - i, k)}``,
@@ -21,7 +21,7 @@ Two further hooks on the attention logits serve the other syntax components
 (``fairseq_syntax.modules.syntactic_position`` and ``parent_attention``):
 
 * ``attn_bias``: an additive logit term, e.g. the decoupled syntactic term of
-  paper 001 eq. 5, ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)``;
+  Xie et al. 2021, eq. 5, ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)``;
 * ``logit_scale``: a multiplicative factor on the logits, e.g. PASCAL's
   parent-scaled scores ``N = S * D_p`` (Bugliarello & Okazaki 2020, sec. 3),
   which scale the scores *before* the softmax (no renormalisation needed:
@@ -66,7 +66,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
     """fairseq :class:`MultiheadAttention` with relative position representations.
 
     For self-attention, ``forward`` additionally accepts ``relative``, a list
-    of ``(RelativeEmbedding, buckets)`` pairs, and computes (paper 000
+    of ``(RelativeEmbedding, buckets)`` pairs, and computes (Omote et al. 2019
     eqs. 11-12, 17-18, 21-22)::
 
         e_ij = q_i (k_j + sum_r a^(r)K_ij)^T / sqrt(d)
@@ -84,7 +84,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
         e'_ij = (e_ij + attn_bias[b, h, i, j]) * logit_scale[b, h, i, j]
 
     * ``attn_bias``: additive term, broadcastable to ``(B, H, T, S)``
-      (``(B, 1, T, S)``, ``(B, T, S)`` and ``(T, S)`` are accepted); paper 001
+      (``(B, 1, T, S)``, ``(B, T, S)`` and ``(T, S)`` are accepted); Xie et al. (2021)
       eq. 5 (:class:`~fairseq_syntax.modules.syntactic_position.SyntacticPositionLogits`).
     * ``logit_scale``: multiplicative factor, same shapes; PASCAL's
       ``N = S * D_p`` (:class:`~fairseq_syntax.modules.parent_attention.ParentScaledWeights`),
@@ -94,7 +94,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
     are finite there). Setting :attr:`record_logits` makes each call store
     detached copies of ``e_ij`` (``"content"``, ``(B, H, T, S)``) and of the
     hooks in :attr:`recorded_logits`, for analyses such as the Average Weight
-    of Syntax Logits (paper 001 eq. 7,
+    of Syntax Logits (Xie et al. 2021, eq. 7,
     :func:`~fairseq_syntax.modules.syntactic_position.average_weight_of_syntax_logits`).
 
     When ``relative`` is None or empty and neither hook is given nor
@@ -169,7 +169,7 @@ class RelativeMultiheadAttention(MultiheadAttention):
                 explicit buckets must cover the current queries only and all
                 keys including the cached ones.
             attn_bias: additive logit term broadcastable to ``(B, H, T, S)``
-                (see the class docstring), e.g. paper 001 eq. 5's syntax term.
+                (see the class docstring), e.g. Xie et al. 2021, eq. 5's syntax term.
             logit_scale: multiplicative logit factor broadcastable to
                 ``(B, H, T, S)``, e.g. PASCAL's parent weights.
         """

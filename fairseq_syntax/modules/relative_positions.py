@@ -1,4 +1,4 @@
-"""Relative positions and their tables (Shaw et al. 2018; paper 000 eqs. 11-20): bucket indices
+"""Relative positions and their tables (Shaw et al. 2018; Omote et al. 2019, eqs. 11-20): bucket indices
 ``clip(relative, k) + k`` and the ``w^K``/``w^V`` tables an attention looks them up in
 (:mod:`.relative_attention`)."""
 
@@ -11,7 +11,7 @@ __all__ = ["RelativeEmbedding", "relative_bucket", "sequence_relative_positions"
 
 
 def relative_bucket(relative: Tensor, max_distance: int) -> Tensor:
-    """Map relative distances to table rows: ``clip(x, k) + k`` (paper 000 eq. 15).
+    """Map relative distances to table rows: ``clip(x, k) + k`` (Omote et al. 2019, eq. 15).
 
     Args:
         relative: integer tensor of relative distances (any shape).
@@ -26,7 +26,7 @@ def relative_bucket(relative: Tensor, max_distance: int) -> Tensor:
 def sequence_relative_positions(
     tgt_len: int, src_len: int, device: Optional[torch.device] = None
 ) -> Tensor:
-    """Relative sequence distances ``j - i`` (paper 000 eqs. 13-14), shape ``(T, S)``.
+    """Relative sequence distances ``j - i`` (Omote et al. 2019, eqs. 13-14), shape ``(T, S)``.
 
     Queries are the *last* ``tgt_len`` positions of the ``src_len`` keys, i.e.
     query ``i`` is at position ``src_len - tgt_len + i`` and key ``j`` at
@@ -40,11 +40,11 @@ def sequence_relative_positions(
 
 
 class RelativeEmbedding(nn.Module):
-    """Learned relative position tables ``w^K`` and ``w^V`` (paper 000 eqs. 13-14, 19-20).
+    """Learned relative position tables ``w^K`` and ``w^V`` (Omote et al. 2019, eqs. 13-14, 19-20).
 
     Each table has ``2 * max_distance + 1`` rows of size ``head_dim`` and is
     shared across heads (Shaw et al., 2018). Either table can be switched off
-    for the ablation of paper 000 Table 3 (``keys=False``: eq. 18 falls back to
+    for the ablation of Omote et al. 2019, Table 3 (``keys=False``: eq. 18 falls back to
     eq. 7; ``values=False``: eq. 17 falls back to eq. 5).
 
     Args:
@@ -88,7 +88,7 @@ class RelativeEmbedding(nn.Module):
         return self.key_table is not None or self.value_table is not None
 
     def bucket(self, relative: Tensor) -> Tensor:
-        """``clip(relative, k) + k`` as a LongTensor (paper 000 eq. 15)."""
+        """``clip(relative, k) + k`` as a LongTensor (Omote et al. 2019, eq. 15)."""
         return relative_bucket(relative, self.max_distance)
 
     def extra_repr(self) -> str:

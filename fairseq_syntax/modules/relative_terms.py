@@ -1,8 +1,8 @@
 """The terms :class:`~.relative_attention.RelativeMultiheadAttention` adds to attention, and the
 fused path that gives the additive ones to ``scaled_dot_product_attention``.
 
-Several relative tables (paper 000 eqs. 21-22) are summed through one joint bucket index: one
-gather for the keys, one scatter for the values. Additive logit terms (relative keys, paper 001
+Several relative tables (Omote et al. 2019, eqs. 21-22) are summed through one joint bucket index: one
+gather for the keys, one scatter for the values. Additive logit terms (relative keys, Xie et al. (2021)
 eq. 5's syntax term, masks) are one float mask of the fused kernel (:func:`fused_attention`).
 """
 

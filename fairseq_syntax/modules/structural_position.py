@@ -1,6 +1,6 @@
 """Structural position representations of Wang et al. (2019b, EMNLP), "Self-Attention with Structural Position Representations".
 
-Definitions implemented (sec. 2.2 of the paper; paper 001 sec. 2 summarises
+Definitions implemented (sec. 2.2 of the paper; Xie et al. 2021, sec. 2 summarises
 them as "the length of the shortest path between two nodes on the dependency
 tree as their relative distance, and the depth of each node as their absolute
 position, in addition to each word's normal sequential position"):

@@ -1,4 +1,4 @@
-"""Neural syntactic distance (NSD) on the source side, paper 002 (Ma et al., NAACL 2019).
+"""Neural syntactic distance (NSD) on the source side, Ma et al., NAACL 2019.
 
 The text of the paper in ``../shared/papers`` is garbled; below, each equation as read and
 implemented here.
@@ -190,13 +190,13 @@ def distance_class_values(num_classes: int, device: Optional[torch.device] = Non
 
 
 def nsd_positional_encoding(distance: Tensor, max_distance: int, lam: float, dim: int) -> Tensor:
-    """Eqs. 15-16 of paper 002 (read as in the module doc), ``(..., dim)`` float32.
+    """Ma et al. 2019, eqs. 15-16 (read as in the module doc), ``(..., dim)`` float32.
 
     ``PE_{2k} = sin(2π (d + 2D) / λ^{2k/dim})``, ``PE_{2k+1} = cos(...)``, with ``d`` clipped to
     ``[-D, D]`` (``max(d) - min(d) = 2D``).
     """
     if dim % 2 != 0:
-        raise ValueError(f"NSD positional encoding (paper 002 eqs. 15-16) needs an even dimension, got {dim}")
+        raise ValueError(f"NSD positional encoding (Ma et al. 2019, eqs. 15-16) needs an even dimension, got {dim}")
     if lam <= 1:
         raise ValueError(f"--nsd-spe-lambda must be > 1, got {lam}")
     shifted = (distance.long().clamp(-max_distance, max_distance) + 2 * max_distance).to(torch.float32)
@@ -207,7 +207,7 @@ def nsd_positional_encoding(distance: Tensor, max_distance: int, lam: float, dim
 
 
 class DistanceEmbedding(nn.Module):
-    """Distance embeddings combined with the word embedding, paper 002 eqs. 5-10.
+    """Distance embeddings combined with the word embedding, Ma et al. 2019, eqs. 5-10.
 
     Args:
         mode: ``concat`` (eq. 8), ``add`` (eq. 9) or ``linear`` (eq. 10).

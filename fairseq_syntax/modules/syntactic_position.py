@@ -1,4 +1,4 @@
-"""Global syntactic position of paper 001 (Xie et al. 2021), sections 3.2-3.3 and eq. 7.
+"""Global syntactic position of Xie et al. 2021, sections 3.2-3.3 and eq. 7.
 
 Three pieces, each called once per encoder forward (batched, no Python loop
 over tokens or sentences):
@@ -62,7 +62,7 @@ __all__ = [
 def same_sentence_mask(parents: Tensor) -> Tensor:
     """``BoolTensor (B, 1, T, T)``: tokens ``i`` and ``j`` are in the same (parser) sentence.
 
-    Paper 001 sec. 3.3: "avoid undesired syntactic correlation for two words
+    Xie et al. 2021, sec. 3.3: "avoid undesired syntactic correlation for two words
     from different sentences by simply mask[ing] the second term in equation
     (5)". Sentences are the trees of a line: same :func:`trees.root_index`.
     ``parents`` indexes the padded row (any padding side); self-pointing
@@ -84,7 +84,7 @@ def checked_level_sizes(sizes: Optional[Sequence[int]], total: int) -> Optional[
 
 
 class SyntacticPathEncoder(nn.Module):
-    """``s_i = LSTM(p_i)`` over root-to-word label paths, top-down (paper 001 sec. 3.2).
+    """``s_i = LSTM(p_i)`` over root-to-word label paths, top-down (Xie et al. 2021, sec. 3.2).
 
     ``p_i = [label(root), ..., label(head(i)), label(i)]`` (e.g. John =
     [root, conj, cc]); labels are embedded (``label_embed_dim``) and read by a
@@ -233,7 +233,7 @@ class SyntacticPathEncoder(nn.Module):
 
 
 class SyntacticPositionLogits(nn.Module):
-    """Second term of paper 001 eq. 5 for one layer: ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)``.
+    """Second term of Xie et al. 2021, eq. 5 for one layer: ``(s_i W_s^Q)(s_j W_s^K)^T / sqrt(d_z)``.
 
     ``W_s^Q, W_s^K`` project ``s`` (``path_dim``) to ``num_heads * d_z`` with
     ``d_z = embed_dim / num_heads`` (the attention's head size, as in eq. 5);
@@ -288,7 +288,7 @@ class SyntacticPositionLogits(nn.Module):
 
 
 class SyntaxLogitWeights(NamedTuple):
-    """Per sample and head ``(B, H)`` shares of the logits (paper 001 eq. 7).
+    """Per sample and head ``(B, H)`` shares of the logits (Xie et al. 2021, eq. 7).
 
     ``content`` is eq. 7 as printed, ``w = 1/N^2 sum_ij |e_ij| / (|e_ij| + |e^s_ij|)``;
     ``syntax`` is ``1/N^2 sum_ij |e^s_ij| / (|e_ij| + |e^s_ij|) = 1 - content``,
@@ -305,7 +305,7 @@ class SyntaxLogitWeights(NamedTuple):
 def syntax_logit_weights(
     content: Tensor, syntax: Tensor, padding_mask: Optional[Tensor] = None
 ) -> SyntaxLogitWeights:
-    """Eq. 7 of paper 001 per sample and head, over the real (non-pad) token pairs.
+    """Eq. 7 of Xie et al. (2021) per sample and head, over the real (non-pad) token pairs.
 
     Args:
         content: ``e_ij`` ``(B, H, T, S)``, the normal attention logits (first
@@ -338,7 +338,7 @@ def syntax_logit_weights(
 def average_weight_of_syntax_logits(
     content: Tensor, syntax: Tensor, padding_mask: Optional[Tensor] = None
 ) -> Tensor:
-    """``AWSL_l`` of paper 001 sec. 4.3 for one layer and one batch: the syntax share, averaged over samples and heads.
+    """``AWSL_l`` of Xie et al. 2021, sec. 4.3 for one layer and one batch: the syntax share, averaged over samples and heads.
 
     Returns a scalar tensor (eq. 7's ``w`` is the content share, ``1 - AWSL``;
     see :class:`SyntaxLogitWeights`). Over a whole split, sum

@@ -1,4 +1,4 @@
-"""Syntactic positional encodings (SPE) of paper 003 (Duan et al.), section III.C, eq. 5.
+"""Syntactic positional encodings (SPE) of Duan et al., section III.C, eq. 5.
 
 Eq. 5, for ``n`` features ``f`` (each with its own constant ``c_f``) and a token whose value of
 feature ``f`` is ``pos``::
@@ -17,7 +17,7 @@ The features' encodings are summed into one ``d_model`` vector, which the encode
 input together with fairseq's ordinary positional encoding ("As the original PE is
 independent from SPE, it will be retained in our model").
 
-Values (paper 003 Table I): head ("parent") position = ``src_syntax["heads"]`` (1-based, 0 = root),
+Values (Duan et al. 2019, Table I): head ("parent") position = ``src_syntax["heads"]`` (1-based, 0 = root),
 constant ``c = 2000``; tree depth with the root counted as 1 = ``src_syntax["depth"] + 1``
 (:func:`fairseq_syntax_core.trees.duan_tree_depth`), constant ``c = 400``. ``n`` is the number
 of selected features (``--spe-features``; Table V removes one at a time). SPE has no
@@ -34,14 +34,14 @@ from fairseq_syntax_core.vocabulary import DEPTH, HEADS
 
 __all__ = ["SPE_FEATURES", "SPE_DEFAULT_CONSTANTS", "syntactic_positional_encoding", "SyntacticPositionalEncoding"]
 
-#: SPE feature -> key of ``src_syntax`` (paper 003 Table I)
+#: SPE feature -> key of ``src_syntax`` (Duan et al. 2019, Table I)
 SPE_FEATURES: Dict[str, str] = {"head": HEADS, "depth": DEPTH}
-#: c_f of eq. 5 (paper 003 sec. III.C)
+#: c_f of eq. 5 (Duan et al. 2019, sec. III.C)
 SPE_DEFAULT_CONSTANTS: Dict[str, float] = {"head": 2000.0, "depth": 400.0}
 
 
 def syntactic_positional_encoding(values: Tensor, constants: Sequence[float], dim: int) -> Tensor:
-    """Eq. 5 of paper 003 for ``n`` staggered features.
+    """Eq. 5 of Duan et al. (2019) for ``n`` staggered features.
 
     Args:
         values: ``(..., n)``: the value ``pos`` of each feature for each token.
@@ -57,7 +57,7 @@ def syntactic_positional_encoding(values: Tensor, constants: Sequence[float], di
         raise ValueError(f"{n} feature values for {len(constants)} constants")
     if dim % (2 * n) != 0:
         raise ValueError(
-            f"syntactic positional encoding (paper 003 eq. 5): the model dimension {dim} must be "
+            f"syntactic positional encoding (Duan et al. 2019, eq. 5): the model dimension {dim} must be "
             f"divisible by 2n = {2 * n} for {n} SPE feature(s)"
         )
     steps = dim // (2 * n)
@@ -71,7 +71,7 @@ def syntactic_positional_encoding(values: Tensor, constants: Sequence[float], di
 
 
 class SyntacticPositionalEncoding(nn.Module):
-    """Paper 003 eq. 5 over the source tree: head position (c=2000) and tree depth (c=400).
+    """Duan et al. 2019, eq. 5 over the source tree: head position (c=2000) and tree depth (c=400).
 
     Args:
         features: subset of ``("head", "depth")`` (``--spe-features``), used in that order.
@@ -90,7 +90,7 @@ class SyntacticPositionalEncoding(nn.Module):
         if dim % (2 * len(self.features)) != 0:
             raise ValueError(
                 f"--spe-features {','.join(self.features)}: the encoder model dimension {dim} must be "
-                f"divisible by {2 * len(self.features)} (paper 003 eq. 5 staggers {len(self.features)} "
+                f"divisible by {2 * len(self.features)} (Duan et al. 2019, eq. 5 staggers {len(self.features)} "
                 "sin/cos pairs)"
             )
 
@@ -103,7 +103,7 @@ class SyntacticPositionalEncoding(nn.Module):
         values = []
         for f in self.features:  # over features (at most 2), not tokens
             v = side_input(src_syntax, SPE_FEATURES[f], src_tokens, f"--spe-features {f}")
-            values.append(v + 1 if f == "depth" else v)  # paper 003 Table I depth: root = 1
+            values.append(v + 1 if f == "depth" else v)  # Duan et al. 2019, Table I depth: root = 1
         return torch.stack(values, dim=-1)
 
     def forward(self, src_syntax: Optional[Dict[str, Tensor]], src_tokens: Tensor) -> Tensor:

@@ -1,4 +1,4 @@
-"""Syntax features as input embeddings (paper 003, Duan et al., section III.B, Tables II-IV).
+"""Syntax features as input embeddings (Duan et al., section III.B, Tables II-IV).
 
 POS tag, dependency label and head (parent) position of every source token each get an embedding
 of ``--syntax-feature-dim`` dimensions (paper: 32), **concatenated** to the word embedding
@@ -45,7 +45,7 @@ __all__ = [
     "side_input",
 ]
 
-#: feature name on the command line -> key of ``net_input["src_syntax"]`` (paper 003 Table I)
+#: feature name on the command line -> key of ``net_input["src_syntax"]`` (Duan et al. 2019, Table I)
 SYNTAX_EMBED_FEATURES: Dict[str, str] = {"pos": POS, "label": LABELS, "head": HEADS}
 #: the table names releases up to 0.2 gave in checkpoints -> today's (``upgrade_state_dict_named``)
 LEGACY_TABLE_NAMES: Dict[str, str] = {"parent": "head"}
@@ -97,7 +97,7 @@ def side_input(src_syntax: Optional[Dict[str, Tensor]], key: str, like: Tensor, 
 
 
 class SyntaxFeatureEmbedding(nn.Module):
-    """Concatenated POS / label / head-position embeddings (paper 003 sec. III.B).
+    """Concatenated POS / label / head-position embeddings (Duan et al. 2019, sec. III.B).
 
     Args:
         features: subset of ``("pos", "label", "head")`` (any order; see module doc).

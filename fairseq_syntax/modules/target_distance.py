@@ -1,4 +1,4 @@
-"""Neural syntactic distance on the target side, paper 002 (Ma et al. 2019) secs. 3.1-3.3.
+"""Neural syntactic distance on the target side, Ma et al. 2019 secs. 3.1-3.3.
 
 The pieces of the source side (:mod:`fairseq_syntax.modules.syntactic_distance`) are reused;
 this module adds what only the decoder needs: the input of eq. 7 and the feedback of sec. 3.3.

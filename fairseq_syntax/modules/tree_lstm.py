@@ -1,6 +1,6 @@
 """Binary Tree-LSTM (Tai et al. 2015, N-ary with N = 2), computed one tree level per step over a batch.
 
-Paper 004 (Eriguchi et al. 2016) sec. 3.1 builds every phrase node ``k`` of a binary tree
+Eriguchi et al. 2016 sec. 3.1 builds every phrase node ``k`` of a binary tree
 from its left and right children ``(h_l, c_l)``, ``(h_r, c_r)``:
 
     i   = sigmoid(U_i^l h_l + U_i^r h_r + b_i)
@@ -11,7 +11,7 @@ from its left and right children ``(h_l, c_l)``, ``(h_r, c_r)``:
     c   = i * u + f_l * c_l + f_r * c_r
     h   = o * tanh(c)
 
-(the equation of paper 004 lost its symbols in the text; this is Tai et al.'s N-ary unit with
+(the equation of Eriguchi et al. (2016) lost its symbols in the text; this is Tai et al.'s N-ary unit with
 N = 2, which the paper names). The five blocks are one linear map of ``[h_l; h_r]``; the
 forget-gate biases start at 1.0 (sec. 4.2). The same unit, with parameters of its own, joins
 the last sequential state and the root phrase state into the decoder's first state (sec. 3.2).

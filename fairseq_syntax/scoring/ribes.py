@@ -1,4 +1,4 @@
-"""RIBES (Isozaki et al. 2010), paper 004's main metric (section 4.4), as fairseq's ``--scoring ribes``.
+"""RIBES (Isozaki et al. 2010), Eriguchi et al. (2016)'s main metric (section 4.4), as fairseq's ``--scoring ribes``.
 
 Per sentence, with the hypothesis and reference as word lists (Isozaki et al., section 3; the
 official ``RIBES.py`` 1.03)::
@@ -14,7 +14,7 @@ official ``RIBES.py`` 1.03)::
 and the corpus score is the mean over sentences (one reference each). The alignment, tau and the
 sentence score are NLTK's (``nltk.translate.ribes_score``), from release 3.10.4 on: earlier
 releases count only the increasing pairs inside runs of consecutive ranks (``[0, 2]`` got
-tau = -1; nltk PR #3900), and :func:`check_nltk` refuses them. Edge cases, as the official
+tau = -1; https://github.com/nltk/nltk/pull/3900), and :func:`check_nltk` refuses them. Edge cases, as the official
 script unless said otherwise:
 
 - an empty hypothesis scores 0;
@@ -66,7 +66,7 @@ def check_nltk() -> None:
     if ribes_score.kendall_tau([2, 1, 0, 3]) != 0.5:
         raise UsageError(
             f"NLTK {nltk.__version__} computes RIBES's Kendall's tau from runs of consecutive ranks only "
-            f"(fixed in {NLTK_MIN_VERSION}, nltk PR #3900): pip install 'nltk>={NLTK_MIN_VERSION}'"
+            f"(fixed in {NLTK_MIN_VERSION}, https://github.com/nltk/nltk/pull/3900): pip install 'nltk>={NLTK_MIN_VERSION}'"
         )
     _checked = True
 

@@ -86,7 +86,7 @@ class SyntaxTranslationConfig(TranslationConfig):
     length_prior: bool = field(
         default=False,
         metadata={
-            "help": "decode with paper 004's length prior (section 4.3): a finished hypothesis scores "
+            "help": "decode with Eriguchi et al. (2016)'s length prior (section 4.3): a finished hypothesis scores "
             "S(y) + W * log p(len(y) | len(x)), p counted on the data-bin's train split in BPE pieces without </s> "
             "(length_prior.SRC-TGT.json, add-one smoothed), lengths capped at max(100, longest train target); "
             "S(y) = log p(y|x) with --unnormalized (the paper's search), else fairseq's score / len ** lenpen"

@@ -405,7 +405,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
     # ------------------------------------------------------------- inference
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
                         prefix_allowed_tokens_fn=None):
-        """fairseq's; with ``--length-prior``, paper 004's beam search (:mod:`fairseq_syntax.sequence_generator`).
+        """fairseq's; with ``--length-prior``, Eriguchi et al. (2016)'s beam search (:mod:`fairseq_syntax.sequence_generator`).
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """

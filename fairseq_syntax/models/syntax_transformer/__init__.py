@@ -4,7 +4,7 @@
 * :mod:`.components`: the input and attention components, one module per idea;
 * :mod:`.layers`: encoder and decoder layers taking the components' attention terms;
 * :mod:`.encoder`: the encoder that builds and runs the components;
-* :mod:`.decoder`: the decoder (our layers; target-side NSD, paper 002 secs. 3.1-3.3);
+* :mod:`.decoder`: the decoder (our layers; target-side NSD, Ma et al. 2019, secs. 3.1-3.3);
 * :mod:`.model`: the registered model;
 * :mod:`.architectures`: the presets, one table row per paper and size.
 """

@@ -8,11 +8,11 @@ and checks them all (:func:`~.config.check_model_sizes`).
 Sizes and dropout, and where they come from:
 
 * ``base``: fairseq's ``base_architecture`` (6+6 layers, 512, 8 heads, FFN 2048, dropout 0.1),
-  the size of Omote et al. (paper 000, ASPEC) and of Xie et al. (paper 001, WMT);
+  the size of Omote et al. (2019, ASPEC) and of Xie et al. (2021, WMT);
 * ``small`` (``*_iwslt_de_en``): fairseq's ``transformer_iwslt_de_en`` (6+6, 512, 4 heads,
   FFN 1024) with dropout 0.3, fairseq's IWSLT'14 recipe, the value of Xie et al. on NC11
   and of Duan et al.'s small models;
-* ``duan_base`` / ``duan_small``: Duan et al. (paper 003) Table IV, widths from the word
+* ``duan_base`` / ``duan_small``: Duan et al. (2019) Table IV, widths from the word
   dimension (512 / 256) and the selected features, dropout 0.1 / 0.3.
 """
 
@@ -38,7 +38,7 @@ def small(args) -> None:
 
 
 def _duan_sizes(args, word_dim: int, dropout: float) -> None:
-    """Duan et al. (paper 003) Table IV sizes from the word dimension and the selected features.
+    """Duan et al. (2019) Table IV sizes from the word dimension and the selected features.
 
     Encoder: word ``word_dim``, width ``word + n * feature_dim``, heads by
     :func:`~.config.duan_attention_heads`, FFN ``4 x`` width (Table IV: 1408, 1280, 2432, 2304).
@@ -72,14 +72,14 @@ OMOTE_DEP = {"rel_dep_l": 2}
 OMOTE_DEP_REL = {"rel_seq_k": 2, "rel_dep_l": 2, "decoder_rel_seq_k": 2}
 DUAN_EMBED = {"syntax_features": "pos,label,head"}
 DUAN_SPE = {"syntax_features": "pos,label", "spe_features": "head,depth"}
-# Paper 002's best source-side combination (sec. 4, Table 1): d_D (the dependency NSD improved
+# Ma et al. (2019)'s best source-side combination (sec. 4, Table 1): d_D (the dependency NSD improved
 # both sides, d_S/d_G hurt the target), as input with f_emb^{Wb} (eq. 10: "yields better performance"
 # than concatenation or sum), as syntactic PE with lambda 40 ("the improvement was remarkable"; 1e4
 # gave none), and as output (eq. 11) trained with L_dist + L_ent ("combining both [input and output]
 # obtained further improvement"; each loss alone gained less). The loss weights, </s>, the hinge's scale
-# and the roots are the criterion's and --nsd-roots' defaults (README, "Paper 002: Table 1 by flags").
+# and the roots are the criterion's and --nsd-roots' defaults (docs/models.md, "Ma et al. (2019), Table 1 by flags").
 MA_NSD = {"nsd_input": "linear", "nsd_spe_lambda": 40.0, "nsd_predict": True}
-# target side (paper 002 secs. 3.1-3.3): the source preset's parts on the decoder, distances fed back at generation
+# target side (Ma et al. 2019, secs. 3.1-3.3): the source preset's parts on the decoder, distances fed back at generation
 MA_NSD_TARGET = {"nsd_target_input": "linear", "nsd_target_spe_lambda": 40.0, "nsd_target_predict": True}
 MA_NSD_BOTH = {**MA_NSD, **MA_NSD_TARGET}
 # Xie et al. do not state the label embedding and path LSTM sizes: ours, 64/128 (base), 32/64 (small)
@@ -93,47 +93,47 @@ WANG_STRUCTURAL = {"structural_k": 8, "structural_absolute": True}
 #: name, sizes, docstring, options
 PRESETS: List[Tuple[str, Callable[[Any], None], str, Dict[str, Any]]] = [
     ("syntax_transformer_iwslt_de_en", small, "Transformer_abs, small.", {}),
-    # Omote et al. 2019 (paper 000)
+    # Omote et al. 2019
     ("transformer_rel", base,
-     "Transformer_rel: Shaw et al. (k=2) in encoder and decoder self-attention (paper 000 eqs. 11-15).", OMOTE_REL),
+     "Transformer_rel: Shaw et al. (k=2) in encoder and decoder self-attention (Omote et al. 2019, eqs. 11-15).", OMOTE_REL),
     ("transformer_rel_iwslt_de_en", small, "transformer_rel, small.", OMOTE_REL),
     ("transformer_dep", base,
-     "Transformer_dep: relative dependency depth (l=2), encoder only (paper 000 eqs. 16-20).", OMOTE_DEP),
+     "Transformer_dep: relative dependency depth (l=2), encoder only (Omote et al. 2019, eqs. 16-20).", OMOTE_DEP),
     ("transformer_dep_iwslt_de_en", small, "transformer_dep, small.", OMOTE_DEP),
     ("transformer_dep_rel", base,
-     "Transformer_dep+rel: k=2 and l=2 summed in the encoder (paper 000 eqs. 21-22), k=2 in the decoder.",
+     "Transformer_dep+rel: k=2 and l=2 summed in the encoder (Omote et al. 2019, eqs. 21-22), k=2 in the decoder.",
      OMOTE_DEP_REL),
     ("transformer_dep_rel_iwslt_de_en", small, "transformer_dep_rel, small.", OMOTE_DEP_REL),
-    # Duan et al. (paper 003)
+    # Duan et al. (2019)
     ("transformer_syntax_embed", duan_base,
-     "POS, label and head-position embeddings concatenated to the word (paper 003 Tables II-IV, En-De): "
+     "POS, label and head-position embeddings concatenated to the word (Duan et al. 2019, Tables II-IV, En-De): "
      "word 512 + 3 x 32 = 608, 19 heads, FFN 2432, dropout 0.1.", DUAN_EMBED),
     ("transformer_syntax_embed_iwslt_de_en", duan_small,
-     "Paper 003 Table IV De-En: word 256 + 3 x 32 = 352, 11 heads, FFN 1408, dropout 0.3.", DUAN_EMBED),
+     "Duan et al. 2019, Table IV De-En: word 256 + 3 x 32 = 352, 11 heads, FFN 1408, dropout 0.3.", DUAN_EMBED),
     ("transformer_syntax_spe", duan_base,
-     "POS and label embeddings + SPE of head position and depth (paper 003 Table II row 4, Table V): "
+     "POS and label embeddings + SPE of head position and depth (Duan et al. 2019, Table II row 4, Table V): "
      "word 512 + 2 x 32 = 576, 9 heads, FFN 2304, dropout 0.1.", DUAN_SPE),
     ("transformer_syntax_spe_iwslt_de_en", duan_small,
-     "Paper 003 Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3.", DUAN_SPE),
-    # Ma et al. 2019 (paper 002)
+     "Duan et al. 2019, Table IV De-En with SPE: 256 + 2 x 32 = 320, 5 heads, FFN 1280, dropout 0.3.", DUAN_SPE),
+    # Ma et al. 2019
     ("transformer_nsd", base,
-     "Paper 002's best source-side combination: dependency NSD d_D as input (eq. 10, f_emb^{Wb}, better than "
+     "Ma et al. (2019)'s best source-side combination: dependency NSD d_D as input (eq. 10, f_emb^{Wb}, better than "
      "eqs. 8-9), syntactic PE (lambda 40, eqs. 15-16; 1e4 gave no gain) and output (eq. 11) with L_dist + L_ent "
      "(input and output together gained most); train with --criterion label_smoothed_cross_entropy_with_nsd.",
      MA_NSD),
     ("transformer_nsd_iwslt_de_en", small, "transformer_nsd, small.", MA_NSD),
     ("transformer_nsd_target", base,
-     "Target-side dependency NSD (paper 002 secs. 3.1-3.3): the decoder input combined with its distance (eq. 10, "
+     "Target-side dependency NSD (Ma et al. 2019, secs. 3.1-3.3): the decoder input combined with its distance (eq. 10, "
      "linear), PE (lambda 40), the next token's distance predicted (eq. 11) and fed back at generation; train "
      "with --criterion label_smoothed_cross_entropy_with_nsd on a data-bin with parsed targets.", MA_NSD_TARGET),
     ("transformer_nsd_target_iwslt_de_en", small, "transformer_nsd_target, small.", MA_NSD_TARGET),
     ("transformer_nsd_both", base,
-     "transformer_nsd's source side and transformer_nsd_target's target side together (paper 002 Table 1's "
+     "transformer_nsd's source side and transformer_nsd_target's target side together (Ma et al. 2019, Table 1's "
      "source + target rows).", MA_NSD_BOTH),
     ("transformer_nsd_both_iwslt_de_en", small, "transformer_nsd_both, small.", MA_NSD_BOTH),
-    # Xie et al. 2021 (paper 001) and its baselines
+    # Xie et al. 2021 and its baselines
     ("transformer_gps", base,
-     "Global syntactic position (paper 001 secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0 "
+     "Global syntactic position (Xie et al. 2021, secs. 3.2-3.3): the eq. 5 syntax term in encoder layer 0 "
      "(the paper's best, Table 3).", XIE_GPS),
     ("transformer_gps_iwslt_de_en", small, "transformer_gps, small (path LSTM 32 -> 64).", XIE_GPS_SMALL),
     ("transformer_pascal", base,
@@ -163,7 +163,7 @@ def _architecture(name: str, sizes: Callable[[Any], None], doc: str, options: Di
 
 @register_model_architecture("syntax_transformer", "syntax_transformer")
 def syntax_base_architecture(args) -> None:
-    """Transformer_abs of paper 000: fairseq's base Transformer, every syntax component off."""
+    """Transformer_abs of Omote et al. (2019): fairseq's base Transformer, every syntax component off."""
     fill_unset(args, {})
     base_architecture(args)
     check_model_sizes(args, encoder_model_dim(args))

@@ -215,7 +215,7 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
 
 
 def duan_attention_heads(model_dim: int) -> int:
-    """Attention heads for a model width, as Duan et al. (paper 003) Table IV chose them.
+    """Attention heads for a model width, as Duan et al. (2019) Table IV chose them.
 
     Head dimension 64 where it divides the width, else 32: 352 -> 11, 320 -> 5, 608 -> 19,
     576 -> 9 (Table IV), 512 -> 8. Otherwise the smallest divisor of the width that is at

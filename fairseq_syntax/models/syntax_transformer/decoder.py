@@ -2,7 +2,7 @@
 
 Layers: :class:`~.layers.SyntaxDecoderLayer` (Shaw relative positions, ``--decoder-rel-seq-k``).
 
-Target-side neural syntactic distance, paper 002 (Ma et al. 2019) secs. 3.1-3.3 (the parts are
+Target-side neural syntactic distance, Ma et al. 2019 secs. 3.1-3.3 (the parts are
 in :mod:`fairseq_syntax.modules.target_distance` and :mod:`fairseq_syntax.modules.syntactic_distance`):
 
 * ``--nsd-target-input concat|add|linear``: each decoder input token's scaled word embedding
@@ -193,7 +193,7 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
             logits = self.nsd_predictor(self._predictor_input(state.unsqueeze(1), prev_output_tokens[:, -1:]))
             return self.nsd_feedback.predicted(logits)
         raise ValueError(
-            f"this decoder reads target syntactic distances (paper 002 sec. 3.1) but got no "
+            f"this decoder reads target syntactic distances (Ma et al. 2019, sec. 3.1) but got no "
             f"tgt_syntax[{self.nsd_key!r}]: training and validation need the gold distances (--task "
             "syntax_translation on a data-bin with parsed targets); at generation they are fed back step by "
             "step (incremental decoding), which one full forward pass cannot do (fairseq-generate "

@@ -87,7 +87,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
 
     ``input_components`` and ``attention_components`` hold the components the options turn on,
     by name; each layer holds its parts of the attention components (``attention_terms``).
-    With ``--nsd-predict``, ``nsd_predictor`` predicts each token's distance (paper 002 eq. 11).
+    With ``--nsd-predict``, ``nsd_predictor`` predicts each token's distance (Ma et al. 2019, eq. 11).
     """
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens: nn.Embedding, return_fc: bool = False):
@@ -207,7 +207,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         """See fairseq ``TransformerEncoderBase.forward``; ``src_syntax`` as above.
 
         With ``--nsd-predict`` (and ``return_nsd``) the output dict also holds
-        ``"src_nsd_logits": [B x T x (2D+1)]``, the logits of paper 002 eq. 11.
+        ``"src_nsd_logits": [B x T x (2D+1)]``, the logits of Ma et al. 2019, eq. 11.
         """
         return self.forward_scriptable(
             src_tokens, src_lengths, return_all_hiddens, token_embeddings, src_syntax, return_nsd

@@ -125,7 +125,7 @@ class SyntaxDecoderLayer(TransformerDecoderLayerBase):
         need_attn: bool = False,
         need_head_weights: bool = False,
     ):
-        """fairseq's decoder layer; the self-attention adds ``a_ij`` (paper 000 eqs. 11-12)."""
+        """fairseq's decoder layer; the self-attention adds ``a_ij`` (Omote et al. 2019, eqs. 11-12)."""
         kwargs = dict(
             encoder_out=encoder_out, encoder_padding_mask=encoder_padding_mask,
             incremental_state=incremental_state, prev_self_attn_state=prev_self_attn_state,

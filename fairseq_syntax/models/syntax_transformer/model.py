@@ -65,7 +65,7 @@ class SyntaxTransformerModel(TransformerModel):
                 f"({', '.join(sorted(needs))}), which only --task syntax_translation provides (got --task "
                 f"{getattr(args, 'task', type(task).__name__)})"
             )
-        target = model.target_syntax_inputs()  # target-side NSD (paper 002 secs. 3.1-3.3)
+        target = model.target_syntax_inputs()  # target-side NSD (Ma et al. 2019, secs. 3.1-3.3)
         if target and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
             raise ValueError(
                 f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads or predicts the target syntax "
@@ -121,7 +121,7 @@ class SyntaxTransformerModel(TransformerModel):
 
     def target_syntax_inputs(self) -> Set[str]:
         """Target-side keys (``net_input['tgt_syntax']`` and ``sample['target_syntax']``) this model reads or
-        predicts: ``{"distance"}`` with any target-side NSD option on, else empty (paper 002 secs. 3.1-3.3)."""
+        predicts: ``{"distance"}`` with any target-side NSD option on, else empty (Ma et al. 2019, secs. 3.1-3.3)."""
         return self.decoder.target_syntax_inputs()
 
     def forward(

@@ -1,4 +1,4 @@
-"""``tree2seq`` architectures: paper 004's small (256) and large (512) settings (sec. 4.2)."""
+"""``tree2seq`` architectures: Eriguchi et al. (2016)'s small (256) and large (512) settings (sec. 4.2)."""
 
 from fairseq.models import register_model_architecture
 

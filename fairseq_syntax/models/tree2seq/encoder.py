@@ -1,4 +1,4 @@
-"""The tree-based encoder of paper 004 (sec. 3.1): a sequential LSTM whose units are the leaves of a binary Tree-LSTM.
+"""The tree-based encoder of Eriguchi et al. 2016, sec. 3.1: a sequential LSTM whose units are the leaves of a binary Tree-LSTM.
 
 For a source line of ``n`` pieces plus fairseq's ``</s>``:
 

@@ -1,7 +1,7 @@
-"""``tree2seq``: paper 004's tree-to-sequence attentional model on fairseq's LSTM decoder.
+"""``tree2seq``: Eriguchi et al. (2016)'s tree-to-sequence attentional model on fairseq's LSTM decoder.
 
 Encoder: :class:`.encoder.Tree2SeqEncoder` (sec. 3.1-3.2). Decoder: fairseq's ``LSTMDecoder``
-(one layer, input feeding as sec. 3.3 and Luong et al. 2015) with paper 004's attention: the
+(one layer, input feeding as sec. 3.3 and Luong et al. 2015) with Eriguchi et al. (2016)'s attention: the
 score of a source unit is the **dot product** ``h_i . s_j`` (one softmax over the ``n + 1``
 sequential and ``n - 1`` phrase units together), the context ``d_j`` joins the decoder state
 in ``d~_j = tanh(W_d [d_j; s_j] + b_d)``, and ``p(y_j | ...) = softmax(W_s d~_j + b_s)``. fairseq's
@@ -25,7 +25,7 @@ from .encoder import PHRASE, Tree2SeqEncoder, set_forget_bias
 
 
 class DotAttention(AttentionLayer):
-    """fairseq's attention layer with paper 004's dot-product score (no input projection) and a biased output layer.
+    """fairseq's attention layer with Eriguchi et al. (2016)'s dot-product score (no input projection) and a biased output layer.
 
     The scores and the context are batched matrix products: fairseq's layer multiplies the
     ``(S, B, d)`` memory by the weights elementwise at every target step, which keeps an
@@ -51,7 +51,7 @@ class DotAttention(AttentionLayer):
 
 @register_model("tree2seq")
 class Tree2SeqModel(FairseqEncoderDecoderModel):
-    """Paper 004: a sequential + binary Tree-LSTM encoder and an attentional LSTM decoder."""
+    """Eriguchi et al. (2016): a sequential + binary Tree-LSTM encoder and an attentional LSTM decoder."""
 
     @staticmethod
     def add_args(parser) -> None:
@@ -72,7 +72,7 @@ class Tree2SeqModel(FairseqEncoderDecoderModel):
                             help="one embedding for source, target and output (needs a joined dictionary)")
         parser.add_argument("--no-sequential-encoder", action="store_true",
                             help="leaves are context-free Tree-LSTM units over the embeddings, no sequential LSTM "
-                            "(paper 004 Table 5's ablation)")
+                            "(Eriguchi et al. 2016, Table 5's ablation)")
         parser.add_argument("--forget-bias", type=float, metavar="B",
                             help="initial forget-gate bias of every LSTM and Tree-LSTM unit (paper sec. 4.2: 1.0)")
 
@@ -142,7 +142,7 @@ def check_args(args) -> None:
             raise UsageError(f"--{flag.replace('_', '-')} {value}: expected a probability in [0, 1)")
     if args.decoder_hidden_size != args.encoder_hidden_size:
         raise UsageError(f"--decoder-hidden-size {args.decoder_hidden_size} must equal --encoder-hidden-size "
-                         f"{args.encoder_hidden_size}: the attention is a dot product of the two (paper 004 sec. 3.3) "
+                         f"{args.encoder_hidden_size}: the attention is a dot product of the two (Eriguchi et al. 2016, sec. 3.3) "
                          "and the decoder starts from the encoder's units")
     if args.share_all_embeddings and args.encoder_embed_dim != args.decoder_embed_dim:
         raise UsageError("--share-all-embeddings needs --encoder-embed-dim = --decoder-embed-dim")

@@ -1,4 +1,4 @@
-"""``gps``: Xie et al. (2021, paper 001)'s global syntactic position in encoder self-attention.
+"""``gps``: Xie et al. (2021)'s global syntactic position in encoder self-attention.
 
 Once per forward, the path LSTM encodes every word's root-to-word label path into ``s_i``
 (sec. 3.2); in each ``--gps-layers`` layer, that layer's own ``W_s^Q, W_s^K`` add the
@@ -33,13 +33,13 @@ from .base import (
 
 @dataclass
 class GpsOptions:
-    """Xie et al. 2021 (paper 001): global syntactic position."""
+    """Xie et al. 2021: global syntactic position."""
 
     gps_layers: str = opt("none", "0-based encoder layers (comma list, 'all' or 'none') whose self-attention adds "
-                          "the syntactic-position term of paper 001 eq. 5 (the paper's best: 0)", metavar="LIST")
-    gps_label_dim: int = opt(64, "dependency-label embedding size of the path LSTM (paper 001 sec. 3.2; not "
+                          "the syntactic-position term of Xie et al. 2021, eq. 5 (the paper's best: 0)", metavar="LIST")
+    gps_label_dim: int = opt(64, "dependency-label embedding size of the path LSTM (Xie et al. 2021, sec. 3.2; not "
                              "stated there)", metavar="N")
-    gps_path_dim: int = opt(128, "hidden size d_s of the path LSTM, the syntactic position s_i (paper 001 "
+    gps_path_dim: int = opt(128, "hidden size d_s of the path LSTM, the syntactic position s_i (Xie et al. 2021 "
                             "sec. 3.2; not stated there)", metavar="N")
 
     def check(self) -> None:
@@ -88,7 +88,7 @@ class GlobalSyntacticPosition(AttentionComponent):
         return SyntaxLogitTerm(self.path_dim, embed_dim, num_heads)
 
     def prepare(self, batch: EncoderBatch) -> Tuple[Tensor, Tensor]:
-        who = "the syntactic path encoder (paper 001)"
+        who = "the syntactic path encoder (Xie et al. 2021)"
         parents = batch.get(PARENTS, who)
         sizes = batch.src_syntax.get(DEPTH_LEVEL_SIZES) if batch.src_syntax is not None else None
         states = self.path_encoder(parents, batch.get(LABELS, who), batch.get(DEPTH, who), batch.padding_mask,

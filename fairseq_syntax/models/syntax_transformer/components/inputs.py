@@ -2,8 +2,8 @@
 
 Embedding stage (``embed = [f_emb(x_word, e_NSD) ; E_pos ; E_label ; E_head]``):
 
-* ``nsd_input``: Ma et al. (paper 002) eqs. 5-10, the syntactic distance combined with the word;
-* ``features``: Duan et al. (paper 003) sec. III.B, POS, label and head-position embeddings.
+* ``nsd_input``: Ma et al. (2019) eqs. 5-10, the syntactic distance combined with the word;
+* ``features``: Duan et al. (2019) sec. III.B, POS, label and head-position embeddings.
 
 Then ``x = embed + PE(i)``, where the ``positions`` stage may replace fairseq's ``PE(i)``:
 
@@ -11,8 +11,8 @@ Then ``x = embed + PE(i)``, where the ``positions`` stage may replace fairseq's 
 
 and the ``position`` stage adds to ``x``:
 
-* ``spe``: paper 003 eq. 5, syntactic positional encodings of head position and depth;
-* ``nsd_position``: paper 002 eqs. 15-16, the distance as a positional encoding.
+* ``spe``: Duan et al. 2019, eq. 5, syntactic positional encodings of head position and depth;
+* ``nsd_position``: Ma et al. 2019, eqs. 15-16, the distance as a positional encoding.
 """
 
 from dataclasses import dataclass
@@ -33,21 +33,21 @@ from .base import BuildContext, EncoderBatch, InputComponent, register_input
 from .nsd import NsdOptions
 from .relative import StructuralOptions
 
-#: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al., paper 003 Table I)
+#: ``--syntax-features`` names -> ``src_syntax`` keys (Duan et al. 2019, Table I)
 FEATURE_KEYS: Dict[str, str] = SYNTAX_EMBED_FEATURES
-#: ``--spe-features`` names -> ``src_syntax`` keys (paper 003 eq. 5)
+#: ``--spe-features`` names -> ``src_syntax`` keys (Duan et al. 2019, eq. 5)
 SPE_KEYS: Dict[str, str] = SPE_FEATURES
 
 
 @dataclass
 class FeatureOptions:
-    """Duan et al. (paper 003) sec. III.B: feature embeddings concatenated to the word."""
+    """Duan et al. (2019) sec. III.B: feature embeddings concatenated to the word."""
 
     syntax_features: str = opt("none", "comma-separated subset of pos,label,head (or 'none'): embeddings of each "
                                "source token's POS tag, dependency label and head position, --syntax-feature-dim "
-                               "each, concatenated to the word embedding (paper 003 sec. III.B); the encoder width "
+                               "each, concatenated to the word embedding (Duan et al. 2019, sec. III.B); the encoder width "
                                "becomes --encoder-embed-dim + n * --syntax-feature-dim", metavar="LIST")
-    syntax_feature_dim: int = opt(32, "dimension of each syntax feature embedding (paper 003: 32)", metavar="N")
+    syntax_feature_dim: int = opt(32, "dimension of each syntax feature embedding (Duan et al. 2019: 32)", metavar="N")
 
     def check(self) -> None:
         check_positive(self, ("syntax_feature_dim",))
@@ -60,14 +60,14 @@ class FeatureOptions:
 
 @dataclass
 class SpeOptions:
-    """Duan et al. (paper 003) eq. 5: syntactic positional encodings."""
+    """Duan et al. (2019) eq. 5: syntactic positional encodings."""
 
     spe_features: str = opt("none", "comma-separated subset of head,depth (or 'none'): syntactic positional "
-                            "encodings of the head position and the tree depth (root 1), staggered as paper 003 "
+                            "encodings of the head position and the tree depth (root 1), staggered as Duan et al. (2019) "
                             "eq. 5, added with the ordinary positional encoding", metavar="LIST")
-    spe_head_constant: float = opt(2000.0, "c_f of paper 003 eq. 5 for the head position (paper: 2000)",
+    spe_head_constant: float = opt(2000.0, "c_f of Duan et al. 2019, eq. 5 for the head position (paper: 2000)",
                                    metavar="C")
-    spe_depth_constant: float = opt(400.0, "c_f of paper 003 eq. 5 for the tree depth (paper: 400)", metavar="C")
+    spe_depth_constant: float = opt(400.0, "c_f of Duan et al. 2019, eq. 5 for the tree depth (paper: 400)", metavar="C")
 
     def check(self) -> None:
         for name in ("spe_head_constant", "spe_depth_constant"):
@@ -76,7 +76,7 @@ class SpeOptions:
                 paper = {"spe_head_constant": 2000, "spe_depth_constant": 400}[name]
                 raise ModelOptionError(
                     f"--{name.replace('_', '-')} {value}: expected a number > 0 and at most {FLOAT32_MAX:.4g}, the "
-                    f"largest float32 (c_f of paper 003 eq. 5; the paper: {paper})"
+                    f"largest float32 (c_f of Duan et al. 2019, eq. 5; the paper: {paper})"
                 )
         _ = self.spe_names
 
@@ -86,7 +86,7 @@ class SpeOptions:
             raise ModelOptionError(
                 f"--spe-features {','.join(self.spe_names)}: the encoder model dimension {sizes.model_dim} "
                 f"(--encoder-embed-dim {sizes.word_dim} + syntax embeddings) must be divisible by {2 * n_spe} "
-                f"(paper 003 eq. 5 staggers {n_spe} sin/cos pair(s))"
+                f"(Duan et al. 2019, eq. 5 staggers {n_spe} sin/cos pair(s))"
             )
 
     @property
@@ -95,7 +95,7 @@ class SpeOptions:
 
 @register_input
 class DistanceInput(InputComponent):
-    """Paper 002 eqs. 5-10: ``--nsd-input concat|add|linear``."""
+    """Ma et al. 2019, eqs. 5-10: ``--nsd-input concat|add|linear``."""
 
     name = "nsd_input"
     stage = "embedding"
@@ -121,13 +121,13 @@ class DistanceInput(InputComponent):
         return cfg.nsd_embed_dim if cfg.nsd_input == "concat" else 0  # eq. 8 widens; eqs. 9-10 do not
 
     def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
-        distance = batch.get(self.key, "the NSD input of paper 002")
+        distance = batch.get(self.key, "the NSD input of Ma et al. (2019)")
         return self.embed(x, distance, batch.padding_mask)
 
 
 @register_input
 class FeatureEmbeddings(InputComponent):
-    """Paper 003 sec. III.B: ``--syntax-features pos,label,head``, concatenated to the word."""
+    """Duan et al. 2019, sec. III.B: ``--syntax-features pos,label,head``, concatenated to the word."""
 
     name = "features"
     stage = "embedding"
@@ -197,7 +197,7 @@ class StructuralPosition(InputComponent):
 
 @register_input
 class SyntacticPositions(InputComponent):
-    """Paper 003 eq. 5: ``--spe-features head,depth``."""
+    """Duan et al. 2019, eq. 5: ``--spe-features head,depth``."""
 
     name = "spe"
     stage = "position"
@@ -225,7 +225,7 @@ class SyntacticPositions(InputComponent):
 
 @register_input
 class DistancePositions(InputComponent):
-    """Paper 002 eqs. 15-16: ``--nsd-spe-lambda``."""
+    """Ma et al. 2019, eqs. 15-16: ``--nsd-spe-lambda``."""
 
     name = "nsd_position"
     stage = "position"
@@ -247,7 +247,7 @@ class DistancePositions(InputComponent):
         return {self.key}
 
     def forward(self, x: Tensor, batch: EncoderBatch) -> Tensor:
-        distance = batch.get(self.key, "the NSD positional encoding of paper 002")
+        distance = batch.get(self.key, "the NSD positional encoding of Ma et al. (2019)")
         return x + nsd_positional_encoding(distance, self.max_distance, self.lam, self.dim).to(x.dtype)
 
     def extra_repr(self) -> str:

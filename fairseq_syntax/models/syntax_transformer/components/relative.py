@@ -1,7 +1,7 @@
 """Relative positions in encoder self-attention, Shaw-style (own key/value tables in every layer).
 
-* ``shaw``: Shaw et al. (2018), ``clip(j - i, k)`` (Omote et al., paper 000 eqs. 11-15);
-* ``dependency_depth``: paper 000's relative dependency depth ``clip(depth_j - depth_i, l)``
+* ``shaw``: Shaw et al. (2018), ``clip(j - i, k)`` (Omote et al. 2019, eqs. 11-15);
+* ``dependency_depth``: Omote et al. (2019)'s relative dependency depth ``clip(depth_j - depth_i, l)``
   (eqs. 16-20; with ``shaw``, the two are summed, eqs. 21-22);
 * ``structural``: Wang et al. (2019b)'s relative structural position, clipped to ``k``.
 
@@ -40,18 +40,18 @@ def _check_clip(cfg, name: str, bound: int, flag: str, length: int) -> None:
 
 @dataclass
 class RelativeOptions:
-    """Omote et al. 2019 (paper 000) and Shaw et al. 2018: relative positions in self-attention."""
+    """Omote et al. 2019 and Shaw et al. 2018: relative positions in self-attention."""
 
     rel_seq_k: int = opt(0, "clip k of Shaw et al.'s relative positions clip(j-i, k) in the encoder "
-                         "self-attention (paper 000 eqs. 11-15); 0 disables", metavar="K")
+                         "self-attention (Omote et al. 2019, eqs. 11-15); 0 disables", metavar="K")
     rel_dep_l: int = opt(0, "clip l of the relative dependency depth clip(depth_j - depth_i, l) in the encoder "
-                         "self-attention (paper 000 eqs. 16-20); 0 disables", metavar="L")
+                         "self-attention (Omote et al. 2019, eqs. 16-20); 0 disables", metavar="L")
     decoder_rel_seq_k: int = opt(0, "clip k of Shaw et al.'s relative positions in the decoder self-attention; "
                                  "0 disables", metavar="K")
     rel_keys: bool = opt(True, "relative key representations a^K/b^K (--no-rel-keys: eq. 12/18 -> eq. 7, "
-                         "paper 000 Table 3)")
+                         "Omote et al. 2019, Table 3)")
     rel_values: bool = opt(True, "relative value representations a^V/b^V (--no-rel-values: eq. 11/17 -> eq. 5, "
-                           "paper 000 Table 3)")
+                           "Omote et al. 2019, Table 3)")
 
     def check(self) -> None:
         """A negative clip would be silently off; keys and values both off leave the tables nothing to add."""
@@ -63,7 +63,7 @@ class RelativeOptions:
         if relative and not self.rel_keys and not self.rel_values:
             raise ModelOptionError(
                 f"--no-rel-keys with --no-rel-values leaves the relative positions ({', '.join(relative)}) "
-                "nothing to add (paper 000 Table 3 drops one of the two): keep the keys or the values, "
+                "nothing to add (Omote et al. 2019, Table 3 drops one of the two): keep the keys or the values, "
                 "or turn the relative positions off with a clipping distance of 0"
             )
 
@@ -85,7 +85,7 @@ class StructuralOptions:
         "depth-sum", "structural relative position of two words not on one root "
                                    "path: depth-sum = sign(i-j)(depth_i + depth_j), the path through the root (our "
                                    "reading of Wang et al. 2019b); tree-path = the shortest tree path, signed "
-                                   "(paper 001's description of it)", choices=STRUCTURAL_DISTANCES)
+                                   "(Xie et al. (2021)'s description of it)", choices=STRUCTURAL_DISTANCES)
     structural_absolute: bool = opt(False, "absolute structural position (tree depth) combined with the "
                                     "sequential one (Wang et al. 2019b): tanh(W_seq PE(i) + W_stru PE(depth_i) "
                                     "+ b) replaces PE(i)")
@@ -122,7 +122,7 @@ class _RelativeComponent(AttentionComponent):
 
 @register_attention
 class ShawRelative(_RelativeComponent):
-    """``--rel-seq-k K``: buckets ``clip(j - i, k) + k`` ``(T, T)`` (paper 000 eqs. 13-15)."""
+    """``--rel-seq-k K``: buckets ``clip(j - i, k) + k`` ``(T, T)`` (Omote et al. 2019, eqs. 13-15)."""
 
     name = "shaw"
     options = RelativeOptions
@@ -139,7 +139,7 @@ class ShawRelative(_RelativeComponent):
 
 @register_attention
 class DependencyDepthRelative(_RelativeComponent):
-    """``--rel-dep-l L``: buckets ``clip(depth_j - depth_i, l) + l`` ``(B, T, T)`` (paper 000 eqs. 16, 19-20)."""
+    """``--rel-dep-l L``: buckets ``clip(depth_j - depth_i, l) + l`` ``(B, T, T)`` (Omote et al. 2019, eqs. 16, 19-20)."""
 
     name = "dependency_depth"
     options = RelativeOptions
@@ -152,7 +152,7 @@ class DependencyDepthRelative(_RelativeComponent):
         return {DEPTH}
 
     def prepare(self, batch: EncoderBatch) -> Tensor:
-        depth = batch.get(DEPTH, "the relative dependency depth (--rel-dep-l, paper 000)")
+        depth = batch.get(DEPTH, "the relative dependency depth (--rel-dep-l, Omote et al. 2019)")
         return relative_bucket(trees.relative_depth(depth), self.max_distance)  # eq. 16
 
 
