@@ -74,7 +74,7 @@ def distributed_cpu_error(cfg, gpus: int) -> Optional[str]:
         return (
             f"--distributed-world-size {dt.distributed_world_size} without GPU: fairseq spawns one process "
             "per GPU, so it would start none and exit without training. On CPU start one process per rank "
-            f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (README, Scale out)"
+            f"yourself, each with {CPU_RANK_FLAGS} (R = 0..N-1), or use torchrun (docs/scale_out.md)"
         )
     if dt.distributed_no_spawn and dt.distributed_init_method is None and not all(k in os.environ for k in TORCHRUN_ENV) \
             and "SLURM_JOB_NODELIST" not in os.environ and "SLURM_STEP_NODELIST" not in os.environ:
