@@ -1,4 +1,5 @@
-"""fairseq's own checkpoint reads admit exactly the globals fairseq checkpoints hold, nothing else.
+"""fairseq's own checkpoint reads admit exactly the globals fairseq checkpoints hold, nothing else, and build
+only models whose settings are data.
 
 fairseq 0.12 reads checkpoints with torch's default ``weights_only``, which is ``True`` from
 torch 2.6: importing the plugin adds the allow-list of
@@ -6,10 +7,54 @@ torch 2.6: importing the plugin adds the allow-list of
 to torch's process-wide one, before any checkpoint is read. Any other global in a checkpoint
 still fails (as a one-line error naming the file, ``fairseq_syntax.compat``). Our own code
 reads checkpoints with :func:`~fairseq_syntax_core.checkpoint_loader.load_checkpoint` only.
+
+Settings are strings a checkpoint's author chose, and some of fairseq's models hand them to ``eval()``
+(``fconv``'s layer specs, ``wav2vec2``'s feature layers...). :func:`model_class_problem` admits the models
+of this plugin and fairseq's Transformer and LSTM (the baselines), whose list-valued settings go through
+``fairseq.utils.eval_str_list``, which reads literals only once the plugin is loaded
+(:func:`fairseq_syntax.fairseq_settings.install_strict_literal_lists`).
 """
 
-from fairseq_syntax_core.checkpoint_loader import allow_fairseq_checkpoints, fairseq_checkpoint_globals
+import argparse
+from typing import Any, Mapping, Optional
 
-__all__ = ["allow_fairseq_checkpoints", "fairseq_checkpoint_globals"]
+from fairseq_syntax_core.checkpoint_loader import allow_fairseq_checkpoints, fairseq_checkpoint_globals
+from fairseq_syntax_core.oneline import one_line
+
+__all__ = ["allow_fairseq_checkpoints", "fairseq_checkpoint_globals", "model_class_problem", "DECODABLE_MODULES"]
+
+#: the modules whose model classes a checkpoint may name (prefixes of ``type(model).__module__``)
+DECODABLE_MODULES = ("fairseq_syntax.", "fairseq.models.transformer", "fairseq.models.lstm")
 
 allow_fairseq_checkpoints()
+
+
+def _model_name(state: Mapping) -> Optional[str]:
+    """The architecture (or model) name the checkpoint's settings build, as fairseq looks it up."""
+    cfg = state.get("cfg")
+    model = cfg.get("model") if isinstance(cfg, Mapping) else None
+    if model is None:
+        model = state.get("args")
+    settings = vars(model) if isinstance(model, argparse.Namespace) else model if isinstance(model, Mapping) else {}
+    for key in ("arch", "_name"):
+        if isinstance(settings.get(key), str):
+            return settings[key]
+    return None
+
+
+def model_class_problem(state: Any) -> Optional[str]:
+    """Why the model a checkpoint's settings name must not be built here (see module doc), or None."""
+    if not isinstance(state, Mapping):
+        return None  # not a checkpoint's shape: the structure checks say so
+    name = _model_name(state)
+    if name is None:
+        return None  # fairseq refuses settings without a model
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
+    module = getattr(cls, "__module__", "") or ""
+    if cls is not None and module.startswith(DECODABLE_MODULES):
+        return None
+    known = "" if cls is not None else " (no such model is registered)"
+    return (f"its settings build the model {one_line(name)[:60]!r}{known}, which is not one of this plugin's or "
+            "fairseq's transformer/lstm: refused, as some of fairseq's models run their settings as code")

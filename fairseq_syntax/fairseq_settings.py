@@ -18,6 +18,7 @@ import os
 from typing import Mapping, Optional
 
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.oneline import one_line
 
 
 #: the environment torchrun (torch.distributed.launch) sets for each process
@@ -124,11 +125,38 @@ def training_settings_error(cfg) -> Optional[str]:
     clip = getattr(optimization, "clip_norm", 0.0)
     if isinstance(clip, (int, float)) and not (math.isfinite(clip) and clip >= 0):
         return f"--clip-norm {_number(clip)}: expected a gradient norm >= 0 (0, fairseq's default: no clipping)"
+    problem = _limits_error(cfg)
+    if problem is not None:
+        return problem
     for key, least in KEEP_COUNTS.items():
         count = getattr(checkpoint, key, -1)
         if isinstance(count, int) and count != -1 and count < least:
             return (f"--{key.replace('_', '-')} {count}: expected a count >= {least}, or -1 (fairseq's default: "
                     f"{'keep every checkpoint' if key != 'keep_interval_updates_pattern' else 'no pattern'})")
+    return None
+
+
+#: fairseq-train's limits and intervals: (section, key, least, what the least means or the default is)
+LIMITS = (
+    ("optimization", "max_update", 0, "0, fairseq's default: no limit"),
+    ("optimization", "max_epoch", 0, "0, fairseq's default: no limit"),
+    ("dataset", "validate_interval", 1, "fairseq's default: 1, every epoch"),
+    ("checkpoint", "save_interval", 1, "fairseq's default: 1, every epoch"),
+    ("common", "log_interval", 1, "fairseq's default: 100 updates"),
+)
+
+
+def _limits_error(cfg) -> Optional[str]:
+    """``--max-update``/``--max-epoch`` below 0 (fairseq stops after one update, or trains nothing, and exits 0),
+    ``--validate-interval``/``--save-interval``/``--log-interval`` below 1 (a ZeroDivisionError, for the first two
+    after a whole epoch), ``--weight-decay`` negative or not finite (NaN weights from the first step)."""
+    for section, key, least, meaning in LIMITS:
+        value = getattr(getattr(cfg, section, None), key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            return f"--{key.replace('_', '-')} {value}: expected a count >= {least} ({meaning})"
+    decay = getattr(getattr(cfg, "optimizer", None), "weight_decay", None)
+    if isinstance(decay, (int, float)) and not isinstance(decay, bool) and not (math.isfinite(decay) and decay >= 0):
+        return f"--weight-decay {_number(decay)}: expected a finite weight decay >= 0 (0, fairseq's default: none)"
     return None
 
 
@@ -184,10 +212,70 @@ def strict_literal_list(original):
     return eval_str_list
 
 
+class NotALiteral(UsageError, ValueError):
+    """A setting that fairseq would hand to ``eval()`` and that is not a plain Python literal."""
+
+
+def _literal(x: str):
+    import ast
+
+    try:
+        return ast.literal_eval(x)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise NotALiteral(
+            f"a model setting holds {one_line(x)[:80]!r}, which is not a Python literal (a number, a list of numbers, "
+            "True/False): fairseq would run it with eval(); refused (a checkpoint's settings or --model-overrides)"
+        ) from None
+
+
+def literal_str_list(x, type=float):  # noqa: A002 (fairseq's signature)
+    """``fairseq.utils.eval_str_list`` without ``eval``: the text must be a literal."""
+    if x is None:
+        return None
+    if isinstance(x, str):
+        x = _literal(x)
+    try:
+        return list(map(type, x))
+    except TypeError:
+        return [type(x)]
+
+
+def literal_str_dict(x, type=dict):  # noqa: A002
+    """``fairseq.utils.eval_str_dict`` without ``eval``."""
+    if x is None:
+        return None
+    return _literal(x) if isinstance(x, str) else x
+
+
+def literal_bool(x, default=False):
+    """``fairseq.utils.eval_bool`` without ``eval``."""
+    if x is None:
+        return default
+    try:
+        return bool(_literal(x) if isinstance(x, str) else x)
+    except TypeError:
+        return default
+
+
+#: fairseq's readers of settings that call ``eval()`` -> their literal-only replacements
+LITERAL_READERS = {"eval_str_list": literal_str_list, "eval_str_dict": literal_str_dict, "eval_bool": literal_bool}
+
+
 def install_strict_literal_lists() -> None:
-    """Read fairseq's number-list options (``--lr``...) with :func:`strict_literal_list`: fairseq's parsers look
-    ``eval_str_list`` up in their module when they convert a value, so replacing it there is enough."""
+    """No setting is ever run as code, and number lists are numbers.
+
+    * ``fairseq.utils.eval_str_list``/``eval_str_dict``/``eval_bool`` call ``eval()`` on strings that can come
+      from a checkpoint's settings (the transformer decoder's ``adaptive_softmax_cutoff``, the LSTM's): they, and
+      the names ``fairseq.options`` imported from them, read literals only (:func:`literal_str_list`...);
+    * fairseq's number-list options (``--lr``...) are read with :func:`strict_literal_list`: fairseq's parsers
+      look ``eval_str_list`` up in their module when they convert a value, so replacing it there is enough.
+    """
+    from fairseq import options, utils
     from fairseq.dataclass import utils as dataclass_utils
 
     if not getattr(dataclass_utils.eval_str_list, "_fairseq_syntax", False):
         dataclass_utils.eval_str_list = strict_literal_list(dataclass_utils.eval_str_list)
+    for name, reader in LITERAL_READERS.items():
+        for module in (utils, options):
+            if hasattr(module, name):
+                setattr(module, name, reader)

@@ -31,7 +31,7 @@ from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs,
 
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
-from .hypotheses import MAX_LINE_CHARS, read_translations
+from .hypotheses import MAX_LINE_CHARS, is_generate_output, read_translations
 from .rendering import legend, one_line, plot_text
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
@@ -317,6 +317,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     references = read_lines(args.reference, "reference file", MAX_LINE_CHARS)
     if not references:
         raise InputError(args.reference, None, "the reference file is empty: expected one reference per line")
+    if is_generate_output(references):  # its H- lines would be scored as reference text
+        first = next(k for k, line in enumerate(references, start=1) if line.startswith("H-"))
+        raise InputError(args.reference, first, "looks like fairseq-generate output (H-<id> lines): expected the raw "
+                         "reference translations, one per line (the text fairseq-syntax-preprocess read)")
     need = BOOTSTRAP_BYTES * args.bootstrap_samples * len(references)
     if args.system and need > MAX_BOOTSTRAP_BYTES:  # the paired bootstrap runs only against a system
         most = max(1, MAX_BOOTSTRAP_BYTES // (BOOTSTRAP_BYTES * len(references)))

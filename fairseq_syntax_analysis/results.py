@@ -63,6 +63,7 @@ def checkpoint_facts(save_dir: str) -> Dict:
                 raise InputError(path, None, f"is not a fairseq checkpoint: its train_iterator's {key} is "
                                  f"{quoted(value, 40)}, not a count (edited?)")
         facts[f"{which}_epoch"] = epoch_of(iterator)
+        facts[f"{which}_identity"] = run_identity(state)
         if which == "best":
             best = extra.get("best", extra.get("val_loss"))
             if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))
@@ -75,7 +76,42 @@ def checkpoint_facts(save_dir: str) -> Dict:
             metric = checkpointing.get("best_checkpoint_metric", "loss")
             facts["best_checkpoint_metric"] = (metric if isinstance(metric, str)
                                                and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
+    if facts["last_identity"] != facts["best_identity"]:
+        raise InputError(os.path.join(save_dir, "checkpoint_best.pt"), None,
+                         f"belongs to another run than checkpoint_last.pt: {_shown(facts['best_identity'])} against "
+                         f"{_shown(facts['last_identity'])}")
     return facts
+
+
+def run_identity(state: Dict) -> Dict[str, object]:
+    """The architecture and seed a checkpoint's settings record (``cfg``, or 0.9-style ``args``), where they do."""
+    cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+    model, common, args = cfg.get("model"), cfg.get("common"), state.get("args")
+    found: Dict[str, object] = {}
+    for key, sources in (("arch", (model, args)), ("seed", (common, args))):
+        for source in sources:
+            settings = vars(source) if hasattr(source, "__dict__") and not isinstance(source, dict) else source
+            value = settings.get(key, settings.get("_name") if key == "arch" else None) \
+                if isinstance(settings, dict) else None
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                found[key] = value
+                break
+    return found
+
+
+def _shown(identity: Dict[str, object]) -> str:
+    return ", ".join(f"{k} {quoted(v, 40)}" for k, v in sorted(identity.items())) or "no arch or seed recorded"
+
+
+def identity_problem(facts: Dict, arch: str, seed: int) -> Optional[str]:
+    """Why the checkpoints of ``--save-dir`` are not those of the run named by ``--arch``/``--seed``, or None."""
+    recorded = facts.get("last_identity") or {}
+    given = {"arch": arch, "seed": seed}
+    differ = [k for k in ("arch", "seed") if k in recorded and recorded[k] != given[k]]
+    if not differ:
+        return None
+    return (f"records {_shown({k: recorded[k] for k in differ})}, not the {' and '.join(differ)} given "
+            f"({', '.join(f'--{k} {quoted(given[k], 40)}' for k in differ)}): the checkpoints of another run?")
 
 
 def epoch_of(iterator_state: Dict) -> int:
@@ -180,7 +216,7 @@ def get_parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("record", help="write one run's result JSON")
     rec.add_argument("--out", required=True)
     rec.add_argument("--model", required=True, help="the run's name (the arch, or arch + variant tag)")
-    rec.add_argument("--arch", default=None, help="fairseq --arch (default: --model)")
+    rec.add_argument("--arch", default=None, help="fairseq --arch (default: --model up to its first '.'); refused if the checkpoints record another")
     rec.add_argument("--seed", type=int, required=True)
     rec.add_argument("--flags", default="", help="the training flags that differ from the recipe's")
     rec.add_argument("--save-dir", required=True, help="the run's checkpoint folder")
@@ -244,7 +280,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
         facts = checkpoint_facts(args.save_dir)
-        result = build_result(args.model, args.arch or args.model, args.seed, args.flags, args.max_update,
+        arch = args.arch or args.model.split(".")[0]  # a model name is its architecture and a tag
+        problem = identity_problem(facts, arch, args.seed)
+        if problem is not None:
+            raise InputError(checkpoints[0], None, problem)
+        result = build_result(args.model, arch, args.seed, args.flags, args.max_update,
                               facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too

@@ -333,6 +333,14 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
                 given = frame.tb_frame.f_locals.get("arg_string", "")
         return (f"{flag} {one_line(str(given))[:80]}: not a value fairseq can read (a number, or numbers "
                 f"separated by commas, e.g. {flag} 0.0005)")
+    if type(error) is Exception and modules and modules[-1].startswith("fairseq.modules.") and text.strip():
+        # a module's own weight check while fairseq upgrades a checkpoint's weights (adaptive softmax: "This version
+        # of the model is no longer supported"): the settings build a model these weights do not fit
+        from fairseq_syntax_core import checkpoint_loader
+
+        where = f"{one_line(checkpoint_loader.last_read)}: " if checkpoint_loader.last_read else ""
+        return (f"{where}fairseq ({modules[-1]}) refused the weights: {one_line(text)[:120]} (the checkpoint's "
+                "settings or --model-overrides build a model its weights do not fit)")
     if isinstance(error, KeyError) and modules and modules[-1] == "fairseq_cli.train" and "best_checkpoint_metric" in \
             linecache.getline(frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno):
         stats = frames[-1].tb_frame.f_locals.get("stats")

@@ -232,3 +232,72 @@ def test_every_command_refuses_the_payload(work, command):
     result = call([tool(argv[0]), *argv[1:]], cwd=work, stdin="A dog runs .\n", expect_ok=False)
     assert result.returncode != 0, result.stderr[-3000:]
     assert_refused(result.stderr, path, work / "MARKER")
+
+
+# ------------------------------------------------------------------------------ settings that are code
+#: a model setting fairseq hands to eval() (the transformer decoder's adaptive_softmax_cutoff), and a model of
+#: fairseq's that evals its layer specs: both from a checkpoint, both must run nothing
+SETTINGS_PAYLOADS = {
+    "eval": ({"adaptive_softmax_cutoff": "__import__('os').system('touch {marker}') or [5]"}, "not a Python literal"),
+    "model": ({"arch": "fconv", "_name": "fconv", "encoder_layers": "__import__('os').system('touch {marker}') or []"},
+              "its settings build the model 'fconv'"),
+}
+
+
+def settings_payload_checkpoint(path, source, marker, kind) -> str:
+    """A genuine checkpoint (``source``) whose model settings carry the code of ``SETTINGS_PAYLOADS[kind]``."""
+    state = load_checkpoint(source)
+    for settings in (state.get("args"), (state.get("cfg") or {}).get("model")):
+        if settings is not None:
+            for key, value in SETTINGS_PAYLOADS[kind][0].items():
+                if isinstance(settings, dict):
+                    settings[key] = value.format(marker=marker)
+                else:
+                    setattr(settings, key, value.format(marker=marker))
+    torch.save(state, path)
+    return str(path)
+
+
+SETTINGS_COMMANDS = {name: COMMANDS[name] for name in ("generate", "interactive", "validate", "awsl")}
+
+
+@pytest.mark.parametrize("kind", sorted(SETTINGS_PAYLOADS))
+@pytest.mark.parametrize("command", sorted(SETTINGS_COMMANDS))
+def test_no_command_runs_a_checkpoint_s_settings_as_code(tmp_path, command, kind):
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "ckpt").mkdir()
+    marker = tmp_path / "MARKER"
+    source = os.path.join(FIXTURE, "checkpoints", "transformer_gps.pt" if command == "awsl" else "transformer_dep_rel.pt")
+    argv, path = SETTINGS_COMMANDS[command]
+    settings_payload_checkpoint(tmp_path / path, source, marker, kind)
+    result = call([tool(argv[0]), *argv[1:]], cwd=tmp_path, stdin="A dog runs .\n", expect_ok=False)
+    assert not marker.exists(), "a setting of the checkpoint ran as code"
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and SETTINGS_PAYLOADS[kind][1] in errors[0], result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("kind", sorted(SETTINGS_PAYLOADS))
+def test_from_pretrained_runs_no_setting_as_code(tmp_path, kind):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+
+    marker = tmp_path / "MARKER"
+    settings_payload_checkpoint(tmp_path / "model.pt", os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"),
+                                marker, kind)
+    with pytest.raises(ValueError, match=SETTINGS_PAYLOADS[kind][1]):
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=os.path.join(FIXTURE, "data-bin"))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("text, expected", [("[5, 10]", [5, 10]), ("5", [5]), ("(1,2)", [1, 2])])
+def test_fairseq_s_setting_readers_read_literals(text, expected):
+    import fairseq_syntax  # noqa: F401
+    from fairseq import utils
+
+    assert utils.eval_str_list(text, type=int) == expected
+    assert utils.eval_bool("True") is True and utils.eval_str_dict("{'a': 1}") == {"a": 1}
+    with pytest.raises(ValueError, match="not a Python literal"):
+        utils.eval_str_list("__import__('os').getcwd()", type=int)

@@ -204,6 +204,14 @@ def test_empty_reference_and_bad_settings_are_one_line_errors(tmp_path, capsys):
             cli_main(["-r", f["ref"], "-b", f["base"], *bad])
 
 
+def test_a_generate_log_given_as_the_reference_is_refused_naming_its_first_hypothesis(tmp_path, capsys):
+    """fairseq-generate's output as --reference would score its H- lines, with scores and BPE, as the text."""
+    gen = write(tmp_path / "gen.txt", "S-0\tEin Mann\nT-0\tA man\nH-0\t-0.4\tA man\nD-0\t-0.4\tA man\n")
+    assert cli_main(["-r", gen, "-b", gen, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"{gen}:3: looks like fairseq-generate output" in err and "Traceback" not in err
+
+
 def test_ribes_per_system_in_table_and_json_when_asked(tmp_path, capsys):
     from fairseq_syntax.scoring.ribes import corpus_ribes
 

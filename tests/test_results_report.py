@@ -358,3 +358,32 @@ def test_models_keeps_the_listed_models_the_baseline_and_the_compared_pair(tmp_p
     assert "Rebuilt from 2 result files" in capsys.readouterr().out
     assert rs.cli_main(["table", str(folder), "--models", "tree2seq", "--baseline", "lstm"]) == 1
     assert "holds no result of --models" in capsys.readouterr().err
+
+
+def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
+    """The result is named by --model/--arch/--seed; the checkpoints say which run they are (their settings)."""
+    import os
+    import shutil
+
+    from .helpers import _evaluation
+
+    release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2", "checkpoints")
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    for which in ("last", "best"):
+        shutil.copy(os.path.join(release, "transformer_dep_rel.pt"), ckpt / f"checkpoint_{which}.pt")
+    ev = _evaluation(tmp_path / "ev.json")
+
+    def record(*flags):
+        return rs.cli_main(["record", "--max-update", "10", "--save-dir", str(ckpt), "--eval", f"t={ev}",
+                            "--out", str(tmp_path / "r.json"), *flags])
+
+    assert record("--model", "transformer_gps", "--seed", "5") == 1
+    err = capsys.readouterr().err
+    assert "checkpoint_last.pt: records arch 'transformer_dep_rel', seed 1, not the arch and seed given" in err
+    assert record("--model", "transformer_dep_rel.tagged", "--seed", "2") == 1  # the tag is not the arch
+    assert "not the seed given (--seed 2)" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+    shutil.copy(os.path.join(release, "transformer_gps.pt"), ckpt / "checkpoint_best.pt")
+    assert record("--model", "transformer_dep_rel", "--seed", "1") == 1
+    assert "checkpoint_best.pt: belongs to another run than checkpoint_last.pt" in capsys.readouterr().err

@@ -56,6 +56,12 @@ def _generate(release, *extra):
     (["--lr", "0.01", "--keep-last-epochs", "-2"], ("--keep-last-epochs -2", "-1")),  # fairseq: keeps every one
     (["--lr", "0.1)"], ("--lr 0.1)", "not a value fairseq can read")),  # fairseq: SyntaxError traceback (literal_eval)
     (["--lr", "True"], ("argument --lr", "'True'", "not a number")),  # fairseq: trains at 1.0
+    (["--lr", "0.01", "--max-update", "-1"], ("--max-update -1", ">= 0")),  # fairseq: one update, exit 0
+    (["--lr", "0.01", "--max-epoch", "-1"], ("--max-epoch -1", ">= 0")),  # fairseq: trains nothing, exit 0
+    (["--lr", "0.01", "--validate-interval", "0"], ("--validate-interval 0", ">= 1")),  # ZeroDivisionError late
+    (["--lr", "0.01", "--save-interval", "0"], ("--save-interval 0", ">= 1")),  # ZeroDivisionError late
+    (["--lr", "0.01", "--log-interval", "0"], ("--log-interval 0", ">= 1")),  # ZeroDivisionError
+    (["--lr", "0.01", "--weight-decay", "nan"], ("--weight-decay nan", ">= 0")),  # NaN weights, blamed on --lr
     (["--lr", "{1: 2}"], ("argument --lr", "not a number")),  # fairseq: trains at 1.0 (the dict's key)
     (["--lr", "0.01", "--update-freq", "True"], ("argument --update-freq", "e.g. 4")),  # fairseq: accumulates 1
     (["--lr", "0.01", "--keep-interval-updates-pattern", "0", "--keep-interval-updates", "1",
