@@ -37,7 +37,7 @@ from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command
 from .result_format import FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows  # noqa: F401
 from .table import compare_seeds, make_table  # noqa: F401
-from .train_log import valid_metrics
+from .train_log import training_seconds, valid_metrics
 
 
 # ------------------------------------------------------------------------------ record
@@ -232,7 +232,11 @@ def get_parser() -> argparse.ArgumentParser:
                           "fewer, or <= 0 (fairseq: early stopping off), 'stopped before the cap' (interrupted?)")
     rec.add_argument("--eval", action="append", default=[], metavar="TEST=EVAL_JSON", required=True,
                      help="fairseq-syntax-evaluate --statistics output of one test set (repeatable)")
-    rec.add_argument("--wall-seconds", type=float, default=0.0)
+    rec.add_argument("--wall-seconds", type=float, default=0.0,
+                     help="the run's wall time; with --train-log and --eval-seconds it is computed instead: the "
+                          "training time the log holds, summed over a resumed run's invocations, plus --eval-seconds")
+    rec.add_argument("--eval-seconds", type=float, default=None,
+                     help="the time taken to decode and score the test sets (with --train-log: see --wall-seconds)")
     rec.add_argument("--device", default="cpu")
     rec.add_argument("--repo", default=".", help="the checkout whose commit trained the run (default: the current folder)")
     rec.add_argument("--commit", default=None,
@@ -269,6 +273,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--max-update must be the positive update cap the runs shared")
         if not math.isfinite(args.wall_seconds) or args.wall_seconds < 0:
             parser.error("--wall-seconds must be a non-negative number of seconds")
+        if args.eval_seconds is not None and not (math.isfinite(args.eval_seconds) and args.eval_seconds >= 0):
+            parser.error("--eval-seconds must be a non-negative number of seconds")
         evaluations = {}
         for spec in args.eval:
             name, sep, path = spec.partition("=")
@@ -289,6 +295,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                               args.wall_seconds, args.patience)
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
             result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
+            train_seconds = training_seconds(args.train_log)  # every invocation of a resumed run
+            if train_seconds is not None:
+                result["train_seconds"] = round(train_seconds, 1)
+                if args.eval_seconds is not None:
+                    result["wall_seconds"] = round(train_seconds + args.eval_seconds, 1)
         if result["stopped"] == "stopped before the cap":
             print(f"{PROG}: warning: {one_line(args.save_dir)}: the run stopped at {result['updates']} of {args.max_update} "
                   "updates and nothing shows it was early stopping (give --patience): interrupted?", file=sys.stderr)

@@ -7,6 +7,8 @@ distances) is in the training log: fairseq writes one ``valid`` line per validat
 ``simple`` format (``... | valid on 'valid' subset | loss 4.1 | nll_loss 3.2 | ... | num_updates 650``)
 or ``json`` format (``{"epoch": 5, "valid_loss": "4.1", ...}``). :func:`valid_metrics` returns the
 numbers of the validation at a given update (the last one logged there: a resumed run appends).
+:func:`training_seconds` sums the time of every fairseq-train invocation the log holds (a resumed run's
+parts), so that a result's wall time is that of the whole run.
 """
 
 import math
@@ -18,7 +20,7 @@ from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.jsonfile import parse_json
 
-__all__ = ["valid_metrics"]
+__all__ = ["valid_metrics", "training_seconds"]
 
 _SIMPLE = re.compile(r"(?:^|\| )valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
 _JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
@@ -26,6 +28,12 @@ _JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
 KEPT = ("loss", "nll_loss", "nll_loss_fed", "nll_loss_gap", "ppl", "tgt_nsd_acc", "tgt_nsd_fed_acc", "nsd_acc",
         "num_updates", "epoch")
 
+
+#: fairseq's log line time (``%(asctime)s | LEVEL | logger | message``), and the first line of an invocation
+_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:,\d+)? \| ")
+_START = re.compile(r"\| fairseq_cli\.train \| (?:\{'_name'|Namespace\()")
+#: fairseq-train starting from scratch: the invocations logged before it trained another run
+_FRESH = re.compile(r"\| fairseq\.trainer \| No existing checkpoint found")
 
 #: the longest log line read whole (a longer one, or a file without newlines, is read in pieces)
 MAX_LINE = 1 << 20
@@ -106,3 +114,35 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
             else:
                 kept[key] = int(count)
     return kept
+
+
+def training_seconds(path: str) -> Optional[float]:
+    """Seconds of fairseq-train in ``path``: per invocation (from the settings line it starts with to its last
+    time-stamped line), summed over the invocations a resumed run appended; None when no invocation is logged.
+    The time between invocations (the run stopped) does not count, nor do invocations before one that found no
+    checkpoint to resume (a run started again from scratch); time stamps are the log's local clock."""
+    import datetime
+
+    total, first, last = 0.0, None, None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in iter(lambda: handle.readline(MAX_LINE), ""):
+                stamp = _STAMP.match(line)
+                if stamp is None:
+                    continue
+                try:
+                    when = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
+                except ValueError:
+                    continue
+                if _START.search(line):
+                    if first is not None and last is not None:
+                        total += max(0.0, (last - first).total_seconds())
+                    first = when
+                elif _FRESH.search(line):
+                    total = 0.0  # this invocation starts the run: earlier ones trained something else
+                last = when
+    except OSError as error:
+        raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
+    if first is None or last is None:
+        return None
+    return total + max(0.0, (last - first).total_seconds())

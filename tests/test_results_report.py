@@ -117,6 +117,7 @@ def test_recipe_run_writes_a_result_and_the_table(tmp_path):
     assert result["best_checkpoint_metric"] == "loss" and result["best_valid"]["num_updates"] == result["best_updates"]
     assert result["best_valid"]["loss"] == pytest.approx(result["best_valid_loss"], abs=1e-3)
     assert 0 < result["best_valid"]["nll_loss"] < result["best_valid"]["loss"]
+    assert 0 <= result["train_seconds"] <= result["wall_seconds"]  # training (all invocations) + decoding and scoring
     table = (results / "README.md").read_text(encoding="utf-8")
     assert "| `transformer_rel` | 1 |" in table and "(baseline)" in table
     # a second call skips the finished runs and rebuilds the same table

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fairseq_syntax_analysis.train_log import valid_metrics
+from fairseq_syntax_analysis.train_log import training_seconds, valid_metrics
 from fairseq_syntax_core.errors import InputError
 
 SIMPLE = """2026-11-26 08:47:27 | INFO | train | epoch 005 | loss 4.9 | nll_loss 3.5 | num_updates 650
@@ -90,3 +90,24 @@ def test_record_refuses_an_evaluation_with_fields_of_the_wrong_kind(tmp_path, br
     path.write_text(json.dumps(ev), encoding="utf-8")
     with pytest.raises(InputError, match="ev.json: (is not a fairseq-syntax-evaluate JSON|lacks per-sentence)"):
         rs.read_evaluation(str(path))
+
+
+def _invocation(start: str, fresh: bool, end: str) -> str:
+    found = "No existing checkpoint found ck/checkpoint_last.pt" if fresh else "Loaded checkpoint ck/checkpoint_last.pt"
+    return (f"{start} | INFO | fairseq_cli.train | {{'_name': None, 'common': {{}}}}\n"
+            f"{start} | INFO | fairseq.trainer | {found}\n"
+            "some line a tool printed without a time stamp\n"
+            f"{end} | INFO | train_inner | epoch 001:    100 / 130 loss=9.1\n")
+
+
+def test_training_time_sums_the_invocations_of_a_resumed_run(tmp_path):
+    """A run killed and resumed twice: 100 + 50 + 10 s, not the gaps between; an earlier run that trained from scratch
+    into the same log before (another run, given up) does not count."""
+    log = tmp_path / "train.log"
+    log.write_text(_invocation("2026-11-26 07:00:00", True, "2026-11-26 07:30:00")
+                   + _invocation("2026-11-26 08:00:00", True, "2026-11-26 08:01:40")
+                   + _invocation("2026-11-26 09:00:00", False, "2026-11-26 09:00:50")
+                   + _invocation("2026-11-26 10:00:00", False, "2026-11-26 10:00:10"), encoding="utf-8")
+    assert training_seconds(str(log)) == 160.0
+    (tmp_path / "empty.log").write_text("no fairseq here\n", encoding="utf-8")
+    assert training_seconds(str(tmp_path / "empty.log")) is None

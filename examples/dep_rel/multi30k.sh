@@ -122,6 +122,7 @@ for arch in $ARCHS; do
       --save-dir "$ckpt" --no-epoch-checkpoints --keep-last-epochs 1 \
       --log-format simple --log-interval 100 2>&1 | tee -a "$OUT/train.$run.log"
   evals=()
+  eval_started=$(date +%s)
   for i in "${!TESTS[@]}"; do
     t=${TESTS[$i]}; split=test; [ "$i" -gt 0 ] && split="test$i"
     OMP_NUM_THREADS=$THREADS fairseq-generate "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
@@ -132,13 +133,14 @@ for arch in $ARCHS; do
       --json "$OUT/eval.$run.$t.json" > "$OUT/eval.$run.$t.txt"
     evals+=(--eval "$t=$OUT/eval.$run.$t.json")
   done
-  wall=$(( $(date +%s) - started ))
+  wall=$(( $(date +%s) - started ))  # this invocation; record sums the log's training time over resumes
+  eval_seconds=$(( $(date +%s) - eval_started ))
   device="cpu, $THREADS thread(s), $(nproc) cores"
   command -v nvidia-smi >/dev/null && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   fairseq-syntax-report record --out "$result" --model "$arch$TAG" --arch "$arch" --seed "$SEED" \
     --flags "$ARCH_MODEL $EXTRA $FLAGS --max-tokens 4096 --lr 0.001 --warmup-updates ${WARMUP:-800} --patience $PATIENCE" \
     --save-dir "$ckpt" --train-log "$OUT/train.$run.log" --max-update "$MAX_UPDATE" --patience "$PATIENCE" \
-    "${evals[@]}" --wall-seconds "$wall" --device "$device" --commit "$commit"
+    "${evals[@]}" --wall-seconds "$wall" --eval-seconds "$eval_seconds" --device "$device" --commit "$commit"
 done
 done
 
