@@ -118,6 +118,8 @@ def training_settings_error(cfg) -> Optional[str]:
     """
     optimization, checkpoint = getattr(cfg, "optimization", None), getattr(cfg, "checkpoint", None)
     rates = list(getattr(optimization, "lr", None) or [])
+    if optimization is not None and not rates:  # --lr "": fairseq indexes the empty list when it first sets the rate
+        return "--lr (empty): expected learning rates > 0 (one per epoch, the last for the rest: --lr 0.0005)"
     for rate in rates:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
             return (f"--lr {','.join(_number(r) for r in rates)}: expected learning rates > 0 (finite; one per "

@@ -56,6 +56,7 @@ def _generate(release, *extra):
     (["--lr", "0.01", "--keep-last-epochs", "-2"], ("--keep-last-epochs -2", "-1")),  # fairseq: keeps every one
     (["--lr", "0.1)"], ("--lr 0.1)", "not a value fairseq can read")),  # fairseq: SyntaxError traceback (literal_eval)
     (["--lr", "True"], ("argument --lr", "'True'", "not a number")),  # fairseq: trains at 1.0
+    (["--lr", ""], ("--lr (empty)", "> 0")),  # fairseq: IndexError when it sets the first rate
     (["--lr", "0.01", "--max-update", "-1"], ("--max-update -1", ">= 0")),  # fairseq: one update, exit 0
     (["--lr", "0.01", "--max-epoch", "-1"], ("--max-epoch -1", ">= 0")),  # fairseq: trains nothing, exit 0
     (["--lr", "0.01", "--validate-interval", "0"], ("--validate-interval 0", ">= 1")),  # ZeroDivisionError late
