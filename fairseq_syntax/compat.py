@@ -97,7 +97,7 @@ from fairseq_syntax_core.startup import ensure_open_files
 from .checkpoints import model_class_problem
 from .results_file import discard_results, earlier_results_kept
 from .fairseq_settings import (  # the checks the wrappers apply
-    adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_strict_literal_lists,
+    adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
     training_settings_error,
 )
 
@@ -495,6 +495,6 @@ def install() -> None:
     _wrap_generate_main()
     _wrap_generate_entry()
     _wrap_call_main(distributed_utils)
-    install_strict_literal_lists()
+    install_setting_guards()
     install_error_hook()
     ensure_open_files(OPEN_FILES_NEEDED)  # after the hook: a refusal is one line

@@ -5,18 +5,21 @@ Each check returns the one line that names the option, its value and what is acc
 
 * :func:`distributed_cpu_error`, :func:`adopt_torchrun_on_cpu`: several ranks on a machine without GPU
   (``distributed.utils.call_main``);
-* :func:`training_settings_error`: fairseq-train's ``--lr``, ``--clip-norm`` and ``--keep-*`` counts
-  (``call_main`` with fairseq-train's ``main``);
+* :func:`training_settings_error`: fairseq-train's ``--lr``, ``--clip-norm``, ``--keep-*`` counts and intervals,
+  and :mod:`fairseq_syntax.optimizer_settings` (``call_main`` with fairseq-train's ``main``);
 * :func:`generation_shards_error`: fairseq-generate's ``--num-shards``/``--shard-id``, which it does not read
   (``fairseq_cli.generate.main``, before the results file is opened).
 
 Search settings are checked by the task when the generator is built (``syntax_translation._check_search``).
 """
 
+import logging
 import math
 import os
+import sys
 from typing import Mapping, Optional
 
+from fairseq_syntax.optimizer_settings import optimizer_settings_error
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
 
@@ -127,7 +130,7 @@ def training_settings_error(cfg) -> Optional[str]:
     clip = getattr(optimization, "clip_norm", 0.0)
     if isinstance(clip, (int, float)) and not (math.isfinite(clip) and clip >= 0):
         return f"--clip-norm {_number(clip)}: expected a gradient norm >= 0 (0, fairseq's default: no clipping)"
-    problem = _limits_error(cfg)
+    problem = _limits_error(cfg) or optimizer_settings_error(cfg)
     if problem is not None:
         return problem
     for key, least in KEEP_COUNTS.items():
@@ -281,3 +284,27 @@ def install_strict_literal_lists() -> None:
         for module in (utils, options):
             if hasattr(module, name):
                 setattr(module, name, reader)
+
+
+def _file_handler_error(handler: logging.FileHandler, record: logging.LogRecord) -> None:
+    """A log file that cannot be written (``--log-file /dev/full``, a full disk) ends the command with one line
+    naming it; logging's default prints a traceback for every record and the command exits 0."""
+    error = sys.exc_info()[1]
+    if isinstance(error, OSError) and error.strerror:
+        raise OSError(error.errno, error.strerror, handler.baseFilename) from None
+    logging.Handler.handleError(handler, record)
+
+
+def _not_the_composition_dump(record: logging.LogRecord) -> bool:
+    """fairseq logs every setting (thousands of characters) before a setting hydra refuses; the error names it."""
+    return not str(record.msg).startswith("Error when composing. Overrides:")
+
+
+def install_setting_guards() -> None:
+    """:func:`install_strict_literal_lists`; a log file that fails is one line (:func:`_file_handler_error`); a
+    setting hydra refuses is the error's one line alone (:func:`_not_the_composition_dump`)."""
+    install_strict_literal_lists()
+    logging.FileHandler.handleError = _file_handler_error  # type: ignore[method-assign]
+    composing = logging.getLogger("fairseq.dataclass.utils")
+    if _not_the_composition_dump not in composing.filters:
+        composing.addFilter(_not_the_composition_dump)

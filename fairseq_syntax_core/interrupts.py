@@ -287,7 +287,8 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
       checks its arguments so (``fairseq-validate``: ``Must specify batch size either with
       --max-tokens or --batch-size``); its message is the line;
     * omegaconf's ``MissingMandatoryValue``: a setting without default that was not given
-      (``bpe.bpe_codes`` of ``--bpe subword_nmt``), named as its flag (``--bpe-codes``).
+      (``bpe.bpe_codes`` of ``--bpe subword_nmt``), named as its flag (``--bpe-codes``), and hydra's refusal of
+      an empty one (``tokenizer.source_lang`` of ``--tokenizer moses`` without ``--source-lang``).
     """
     errors = sys.modules.get("omegaconf.errors")
     if errors is not None and isinstance(error, errors.MissingMandatoryValue):
@@ -297,6 +298,16 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         flag = "--" + key.rsplit(".", 1)[-1].replace("_", "-")
         return f"{flag} is required here: give it a value (fairseq's setting {key} has no default)"
     text = str(error)
+    hydra_errors = sys.modules.get("hydra.errors")
+    merged = re.match(r"Error merging override ([\w.]+)=(.*)", text) if hydra_errors is not None and isinstance(
+        error, hydra_errors.ConfigCompositionException) else None
+    if merged:  # a setting fairseq copies from another, not given (--tokenizer moses reads --source-lang)
+        key, value = merged.group(1), one_line(merged.group(2))[:60]
+        flag = "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+        if value in ("null", "None", ""):
+            return (f"{flag} is required here: give it a value (fairseq's setting {key} may not be empty"
+                    f"{'; --tokenizer moses reads --source-lang and --target-lang' if key.startswith('tokenizer.') else ''})")
+        return f"{flag} {value}: fairseq cannot set {key} to it"
     if "loading state_dict" in text or "Cannot load model parameters" in text:
         from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch  # torch: only for this error
 

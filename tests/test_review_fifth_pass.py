@@ -67,10 +67,64 @@ def _generate(release, *extra):
     (["--lr", "0.01", "--update-freq", "True"], ("argument --update-freq", "e.g. 4")),  # fairseq: accumulates 1
     (["--lr", "0.01", "--keep-interval-updates-pattern", "0", "--keep-interval-updates", "1",
       "--save-interval-updates", "1"], ("--keep-interval-updates-pattern 0",)),  # fairseq: ZeroDivisionError late
+    (["--lr", "0.01", "--stop-min-lr", "0.01"], ("--stop-min-lr 0.01", "first learning rate, 0.01")),  # exit 0
+    (["--lr", "0.01", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--stop-min-lr", "0"],
+     ("--stop-min-lr 0", "first learning rate, 0 ")),  # warm-up from 0: fairseq stops at once, exit 0
+    (["--lr", "0.01", "--adam-betas", "(0.9,-0.5)"], ("--adam-betas (0.9,-0.5)", "[0, 1)")),  # NaN, exit 0
+    (["--lr", "0.01", "--adam-betas", "(0.9,nan)"], ("--adam-betas (0.9,nan)",)),  # fairseq: NameError traceback
+    (["--lr", "0.01", "--adam-betas", "(0.9,0.98"], ("--adam-betas (0.9,0.98:",)),  # fairseq: SyntaxError
+    (["--lr", "0.01", "--adam-betas", "__import__('os')"], ("--adam-betas __import__",)),  # never evaluated
+    (["--lr", "0.01", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "1.5"],
+     ("--label-smoothing 1.5", "[0, 1)")),  # fairseq's own criterion: unchecked
+    (["--lr", "0.01", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "nan"],
+     ("--label-smoothing nan",)),
+    (["--lr", "0.01", "--adam-eps", "nan"], ("--adam-eps nan", ">= 0")),
+    (["--lr", "0.01", "--adam-eps", "-1"], ("--adam-eps -1", ">= 0")),
+    (["--lr", "0.01", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--warmup-init-lr", "nan"],
+     ("--warmup-init-lr nan", "finite")),
+    (["--lr", "0.01", "--batch-size", "0"], ("--batch-size 0", ">= 1")),  # fairseq: trains, as if not given
+    (["--lr", "0.01", "--batch-size", "-3"], ("--batch-size -3", ">= 1")),  # was blamed on the model
+    (["--lr", "0.01", "--save-interval-updates", "-1"], ("--save-interval-updates -1", ">= 0")),
+    (["--lr", "0.01", "--patience", "-5"], ("--patience -5", ">= -1")),
+    (["--lr", "0.01", "--update-freq", "0"], ("--update-freq 0", ">= 1")),  # fairseq: a message naming no flag
+    (["--lr", "0.01", "--log-file", "/dev/full"], ("/dev/full", "No space left")),  # fairseq: tracebacks, exit 0
 ])
 def test_training_settings_fairseq_takes_silently_are_refused_at_start_up(release, extra, words):
     _refused_in_one_line(_train(release, "--max-update", "2", "--save-dir", "ck", *extra), *words)
-    assert not os.path.exists(release / "ck")  # refused before anything was trained or saved
+    if "--log-file" in extra:  # fairseq makes --save-dir before its first log line: left empty
+        assert not os.listdir(release / "ck")
+    else:
+        assert not os.path.exists(release / "ck")  # refused before anything was trained or saved
+
+
+@pytest.mark.slow
+def test_settings_in_range_train_and_the_first_rate_check_changes_no_setting(release):
+    result = _train(release, "--max-update", "2", "--save-dir", "ck", "--lr", "0.01", "--lr-scheduler", "inverse_sqrt",
+                    "--warmup-updates", "10", "--warmup-init-lr", "1e-07", "--stop-min-lr", "1e-09", "--adam-betas",
+                    "(0.9, 0.98)", "--adam-eps", "1e-9", "--batch-size", "4", "--update-freq", "2",
+                    "--log-file", "train.log")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = (release / "train.log").read_text()
+    assert "done training" in log and "'warmup_init_lr': 1e-07" in log  # the schedule as given, not as rebuilt
+
+
+def test_the_first_learning_rate_is_read_from_a_copy_of_the_settings():
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from fairseq_syntax.optimizer_settings import optimizer_settings_error
+
+    def cfg(*extra):
+        parser = options.get_training_parser()
+        return convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [
+            "data-bin", "--arch", "transformer", "--optimizer", "adam", "--lr", "0.01", "--lr-scheduler", "inverse_sqrt",
+            "--warmup-updates", "10", *extra]))
+
+    warm = cfg("--stop-min-lr", "0")
+    assert "--stop-min-lr 0: expected below the first learning rate, 0 " in optimizer_settings_error(warm)
+    assert warm.lr_scheduler.warmup_init_lr == -1.0  # fairseq's scheduler writes its default back: not into ours
+    assert optimizer_settings_error(cfg("--stop-min-lr", "1e-9", "--warmup-init-lr", "1e-7")) is None
+    assert optimizer_settings_error(cfg()) is None  # fairseq's default --stop-min-lr -1: no check
 
 
 @pytest.mark.slow
@@ -119,6 +173,17 @@ def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, 
 ])
 def test_generation_settings_fairseq_ignores_or_reads_as_off_are_one_line(release, extra, words):
     _refused_in_one_line(_generate(release, "--results-path", "out", *extra), *words)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["fairseq-generate", "fairseq-interactive", "fairseq-validate"])
+def test_the_moses_tokenizer_without_languages_is_one_line_without_fairseqs_settings_dump(release, command):
+    # fairseq: hydra's ConfigCompositionException traceback after a log line of every setting
+    result = call([tool(command), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path",
+                   "checkpoints/transformer_dep_rel.pt", "--batch-size", "8", "--tokenizer", "moses"],
+                  cwd=str(release), expect_ok=False, stdin="a dog .\n")
+    _refused_in_one_line(result, "--source-lang is required", "--tokenizer moses")
+    assert "Overrides:" not in result.stderr
     assert not os.path.exists(release / "out" / "generate-test.txt")  # nor an empty results file
 
 

@@ -1,0 +1,105 @@
+"""fairseq-train's optimizer, schedule, criterion and batching settings that fairseq takes without a word.
+
+:func:`optimizer_settings_error` returns the one line naming the option, its value and what is accepted (or
+None); :func:`fairseq_syntax.fairseq_settings.training_settings_error` calls it before anything is trained:
+
+* ``--adam-betas``: fairseq's Adam reads them with ``eval`` when it is built (a ``NameError``/``SyntaxError``
+  traceback for ``(0.9,nan)`` or ``(0.9,0.98``); a beta outside [0, 1) trains on NaN and exits 0.
+* ``--adam-eps``, ``--warmup-init-lr``, ``--label-smoothing``: NaN or out of range, read without a check.
+* ``--stop-min-lr`` at or above the first learning rate: fairseq stops before the first update and exits 0.
+* ``--batch-size``/``--max-tokens`` below 1, ``--update-freq`` below 1, ``--save-interval-updates`` below 0,
+  ``--patience`` below -1: trained as something else, or a message that names no option.
+"""
+
+import ast
+import copy
+import math
+from typing import Optional
+
+#: (section, key, least, what fairseq's default means): counts that may also be None (not given)
+COUNTS = (
+    ("dataset", "batch_size", 1, "not given: --max-tokens alone sizes the batches"),
+    ("dataset", "batch_size_valid", 1, "not given: --batch-size"),
+    ("dataset", "max_tokens", 1, "not given: --batch-size alone sizes the batches"),
+    ("dataset", "max_tokens_valid", 1, "not given: --max-tokens"),
+    ("checkpoint", "save_interval_updates", 0, "0, fairseq's default: save at epoch ends only"),
+    ("checkpoint", "patience", -1, "-1, fairseq's default: no early stopping"),
+)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _betas_error(betas) -> Optional[str]:
+    """``--adam-betas``: two finite numbers in [0, 1), read as a literal (fairseq evaluates the string)."""
+    shown = betas if isinstance(betas, str) else str(tuple(betas))
+    expected = f"--adam-betas {shown}: expected two numbers in [0, 1) as a tuple, e.g. '(0.9, 0.98)'"
+    if isinstance(betas, str):
+        try:
+            betas = ast.literal_eval(betas.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return expected
+    try:
+        values = list(betas)
+    except TypeError:
+        return expected
+    if len(values) != 2 or not all(_is_number(b) and math.isfinite(b) and 0 <= b < 1 for b in values):
+        return expected
+    return None
+
+
+def _first_learning_rate(cfg) -> Optional[float]:
+    """The rate fairseq-train compares with ``--stop-min-lr`` before its first update: the scheduler's rate after
+    ``step_update(0)``, as the trainer sets it, built on a copy (schedulers write back their defaults)."""
+    try:
+        import torch
+        from fairseq import optim
+        from fairseq.optim import lr_scheduler
+
+        copied = copy.deepcopy(cfg)
+        optimizer = optim.build_optimizer(copied.optimizer, [torch.nn.Parameter(torch.zeros(1))])
+        scheduler = lr_scheduler.build_lr_scheduler(copied.lr_scheduler, optimizer)
+        scheduler.step_update(0)
+        return float(optimizer.get_lr())
+    except Exception:  # an optimizer that needs a GPU, or a setting fairseq refuses on its own: no check here
+        return None
+
+
+def optimizer_settings_error(cfg) -> Optional[str]:
+    """Why fairseq-train must not start on these settings of ``cfg`` (module docstring), or None."""
+    optimizer = getattr(cfg, "optimizer", None)
+    betas = getattr(optimizer, "adam_betas", None)
+    if betas is not None:
+        problem = _betas_error(betas)
+        if problem is not None:
+            return problem
+    eps = getattr(optimizer, "adam_eps", None)
+    if _is_number(eps) and not (math.isfinite(eps) and eps >= 0):
+        return f"--adam-eps {_text(eps)}: expected a finite epsilon >= 0 (fairseq's default: 1e-08)"
+    init = getattr(getattr(cfg, "lr_scheduler", None), "warmup_init_lr", None)
+    if _is_number(init) and not math.isfinite(init):
+        return (f"--warmup-init-lr {_text(init)}: expected a finite rate (-1, fairseq's default: 0 with "
+                "--warmup-updates, else --lr)")
+    smoothing = getattr(getattr(cfg, "criterion", None), "label_smoothing", None)
+    if _is_number(smoothing) and not 0.0 <= smoothing < 1.0:  # NaN fails too
+        return f"--label-smoothing {_text(smoothing)}: expected a share in [0, 1) (fairseq's recipes: 0.1)"
+    for section, key, least, meaning in COUNTS:
+        value = getattr(getattr(cfg, section, None), key, None)
+        if _is_number(value) and value < least:
+            return f"--{key.replace('_', '-')} {_text(value)}: expected a count >= {least} ({meaning})"
+    freqs = list(getattr(getattr(cfg, "optimization", None), "update_freq", None) or [])
+    if any(not isinstance(f, int) or isinstance(f, bool) or f < 1 for f in freqs):
+        return (f"--update-freq {','.join(_text(f) for f in freqs)}: expected batches per update >= 1 "
+                "(one per epoch, the last for the rest: --update-freq 4)")
+    stop = getattr(getattr(cfg, "optimization", None), "stop_min_lr", None)
+    if _is_number(stop) and stop >= 0:
+        first = _first_learning_rate(cfg)
+        if first is not None and first <= stop:
+            return (f"--stop-min-lr {_text(stop)}: expected below the first learning rate, {first:g} (fairseq "
+                    "would stop before the first update; with warm-up the first rate is --warmup-init-lr)")
+    return None
