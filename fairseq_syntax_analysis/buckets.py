@@ -33,6 +33,8 @@ class SourceProfile:
     lengths: np.ndarray
     depths: Optional[np.ndarray]
     origin: str
+    #: each sentence as fairseq-generate prints its source (``S-`` lines): the data-bin's words, BPE joints undone
+    texts: Optional[List[str]] = None
 
 
 def sentence_depth(heads: Sequence[int], is_word: Sequence[bool]) -> int:
@@ -57,13 +59,14 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
     dataset = task.datasets[split]
     heads, labels = dataset.streams[HEAD.name], dataset.streams[LABEL.name]
     subword = task.label_dict.indices.get(SUBWORD_LABEL, -1)
-    lengths, depths = [], []
+    lengths, depths, texts = [], [], []
     for i in range(len(dataset)):
         lab = labels[i].numpy()
         is_word = lab != subword
         lengths.append(int(is_word.sum()))
         depths.append(sentence_depth(heads[i].numpy(), is_word))
-    return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})")
+        texts.append(task.src_dict.string(dataset.src[i], "subword_nmt"))
+    return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts)
 
 
 def check_split(task, split: str, flag: str) -> None:

@@ -338,7 +338,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             target_lang = read_metadata(os.path.join(args.data_bin, METADATA_FILE)).get("target_lang")
     elif args.source:
         profile = bk.profile_from_text(read_lines(args.source, "source file"), args.source)
-    systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references)) for n, p in specs]
+    sources = profile.texts if profile is not None else None  # a generate log's S- lines must be these
+    origin = profile.origin if profile is not None else ""
+    systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references, sources, origin))
+               for n, p in specs]
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     report["reference"] = args.reference

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import read_lines
+from fairseq_syntax_core.oneline import one_line
 
 __all__ = ["read_translations", "is_generate_output", "from_generate_output", "remove_bpe"]
 
@@ -97,10 +98,28 @@ def check_targets(targets: Dict[int, str], references: Sequence[str], path: str)
                        f"sentences (e.g. sentence {differ[0]}); is it the same test set?")
 
 
+def check_sources(logged: Dict[int, str], sources: Sequence[str], path: str, origin: str) -> None:
+    """The log's ``S-`` lines (the sources fairseq-generate translated) against the data-bin's split given for
+    buckets (``origin``): refused when one differs (another test set of as many sentences). Both are compared as
+    :func:`_comparable` text: fairseq-generate prints its sources detokenized by ``--tokenizer``."""
+    if not logged or len(logged) != len(sources):
+        return
+    differ = [i for i, src in enumerate(sources)
+              if _comparable(logged.get(i, ""), target=True) != _comparable(src, target=True)]
+    if differ:
+        i = differ[0]
+        raise TranslationFileError(
+            path, None, f"its S- lines (the sources fairseq-generate translated) differ from {one_line(origin)} on "
+            f"{len(differ)} of {len(sources)} sentences (e.g. sentence {i}: {logged.get(i, '')[:60]!r} against "
+            f"{sources[i][:60]!r}): the translations of another split or data-bin (--data-bin, --split)",
+        )
+
+
 def from_generate_output(lines: List[str], path: str, lang: Optional[str], detokenize: bool = True,
-                         references: Optional[Sequence[str]] = None) -> List[str]:
+                         references: Optional[Sequence[str]] = None, sources: Optional[Sequence[str]] = None,
+                         origin: str = "the data-bin") -> List[str]:
     """The translations of ``fairseq-generate`` output, in sentence-id order (see the module docstring)."""
-    best: Dict[str, Dict[int, str]] = {"D": {}, "H": {}, "T": {}}
+    best: Dict[str, Dict[int, str]] = {"D": {}, "H": {}, "T": {}, "S": {}}
     finished: set = set()  # ids whose block of lines has ended
     current = None
     for number, line in enumerate(lines, 1):
@@ -124,7 +143,7 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
             continue
         kind = m.group(1)
         fields = line.rstrip("\n").split("\t")
-        if kind == "T":  # T-<id>, the target: no score
+        if kind in ("T", "S"):  # T-<id>, the target, S-<id>, the source: no score
             best[kind].setdefault(sid, fields[1])
             continue
         if len(fields) < 2:
@@ -146,6 +165,8 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
                        "interrupted (its last line may be cut)")
     if references is not None:
         check_targets(best["T"], references, path)
+    if sources is not None:
+        check_sources(best["S"], sources, path, origin)
     texts = [remove_bpe(chosen[i]) for i in ids]
     if detokenize:
         from sacremoses import MosesDetokenizer
@@ -159,12 +180,14 @@ def from_generate_output(lines: List[str], path: str, lang: Optional[str], detok
 
 
 def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = True,
-                      references: Optional[Sequence[str]] = None) -> List[str]:
+                      references: Optional[Sequence[str]] = None, sources: Optional[Sequence[str]] = None,
+                      origin: str = "the data-bin") -> List[str]:
     """One translation per test sentence from ``path`` (plain text or ``fairseq-generate`` output).
 
-    With ``references``, a ``fairseq-generate`` log's ``T-`` lines are checked against them.
+    With ``references``, a ``fairseq-generate`` log's ``T-`` lines are checked against them; with ``sources``
+    (read from ``origin``), its ``S-`` lines.
     """
     lines = read_lines(path, "translation file", MAX_LINE_CHARS)
     if is_generate_output(lines):
-        return from_generate_output(lines, path, lang, detokenize, references)
+        return from_generate_output(lines, path, lang, detokenize, references, sources, origin)
     return lines

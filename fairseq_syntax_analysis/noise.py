@@ -1,10 +1,11 @@
 """``fairseq-syntax-report noise``: BLEU against the share of perturbed parses, one curve per model."""
 
+import re
 from typing import Dict, List, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
-from fairseq_syntax_core.oneline import quoted
+from fairseq_syntax_core.oneline import one_line, quoted
 
 from .rendering import legend, plot_text
 from .result_format import is_number
@@ -13,6 +14,7 @@ from .result_format import is_number
 def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
     points: Dict[str, List[Tuple[float, float]]] = {}
+    seen: Dict[str, Tuple[str, str, tuple]] = {}  # model -> its first point's file, system and (reference, sentences)
     for spec in specs:
         key, sep, path = spec.partition("=")
         model, sep2, p = key.rpartition(":")
@@ -37,6 +39,21 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
         bleu = systems[0]["scores"]["BLEU"]
         if not is_number(bleu) or not 0 <= bleu <= 100:  # a JSON number: not true, not the string "1e308"
             raise InputError(path, None, f"has BLEU {quoted(bleu, 40)}: not a score in [0, 100] (damaged?)")
+        system = systems[0].get("name")
+        if not isinstance(system, str) or not re.fullmatch(re.escape(model) + r"(\.seed\d+)?", system):
+            raise InputError(path, None, f"evaluates the system {quoted(system, 60)}, not {quoted(model, 60)} (a "
+                             f"point's JSON is that model's evaluation: fairseq-syntax-evaluate -b {one_line(model)}"
+                             ".seedN=FILE)")
+        test = (ev.get("reference"), ev.get("sentences"))
+        for other, (first_path, first_system, first_test) in seen.items():
+            if first_test != test:
+                raise InputError(path, None, f"scores against the reference {quoted(test[0], 80)} ({test[1]} "
+                                 f"sentences), {first_path} against {quoted(first_test[0], 80)} ({first_test[1]}): "
+                                 "every point must score one test set")
+            if other == model and first_system != system:
+                raise InputError(path, None, f"evaluates {quoted(system, 60)}, {first_path} {quoted(first_system, 60)}"
+                                 f": the points of {quoted(model, 60)} must be one run's")
+        seen.setdefault(model, (path, system, test))
         points.setdefault(model, []).append((prob, float(bleu)))
     return {m: sorted(v) for m, v in points.items()}
 

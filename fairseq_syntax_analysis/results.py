@@ -26,7 +26,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
@@ -37,7 +37,7 @@ from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command
 from .result_format import FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows  # noqa: F401
 from .table import compare_seeds, make_table  # noqa: F401
-from .train_log import training_seconds, valid_metrics
+from .train_log import logged_run, training_seconds, valid_metrics
 
 
 # ------------------------------------------------------------------------------ record
@@ -76,42 +76,68 @@ def checkpoint_facts(save_dir: str) -> Dict:
             metric = checkpointing.get("best_checkpoint_metric", "loss")
             facts["best_checkpoint_metric"] = (metric if isinstance(metric, str)
                                                and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
-    if facts["last_identity"] != facts["best_identity"]:
-        raise InputError(os.path.join(save_dir, "checkpoint_best.pt"), None,
-                         f"belongs to another run than checkpoint_last.pt: {_shown(facts['best_identity'])} against "
-                         f"{_shown(facts['last_identity'])}")
+    problem = same_run_problem(facts)
+    if problem is not None:
+        raise InputError(os.path.join(save_dir, "checkpoint_best.pt"), None, problem)
     return facts
 
 
+#: what a checkpoint records of its run, and which of it a resumed run keeps (a later cap may be raised)
+IDENTITY_KEYS = {"arch": ("model",), "seed": ("common",), "save_dir": ("checkpoint",), "data": ("task",),
+                 "max_update": ("optimization",)}
+SAME_RUN_KEYS = ("arch", "seed", "save_dir", "data")
+
+
 def run_identity(state: Dict) -> Dict[str, object]:
-    """The architecture and seed a checkpoint's settings record (``cfg``, or 0.9-style ``args``), where they do."""
+    """What a checkpoint's settings (``cfg``, or 0.9-style ``args``) record of its run: architecture, seed, save
+    folder, data-bin and update cap, where they do (paths normalized as written, not resolved)."""
     cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
-    model, common, args = cfg.get("model"), cfg.get("common"), state.get("args")
+    args = state.get("args")
     found: Dict[str, object] = {}
-    for key, sources in (("arch", (model, args)), ("seed", (common, args))):
-        for source in sources:
+    for key, sections in IDENTITY_KEYS.items():
+        for source in [cfg.get(s) for s in sections] + [cfg.get("model"), args]:
             settings = vars(source) if hasattr(source, "__dict__") and not isinstance(source, dict) else source
             value = settings.get(key, settings.get("_name") if key == "arch" else None) \
                 if isinstance(settings, dict) else None
             if isinstance(value, (str, int)) and not isinstance(value, bool):
-                found[key] = value
+                found[key] = os.path.normpath(value) if key in ("save_dir", "data") and value else value
                 break
     return found
 
 
 def _shown(identity: Dict[str, object]) -> str:
-    return ", ".join(f"{k} {quoted(v, 40)}" for k, v in sorted(identity.items())) or "no arch or seed recorded"
+    return ", ".join(f"{k} {quoted(v, 60)}" for k, v in sorted(identity.items())) or "no arch or seed recorded"
 
 
-def identity_problem(facts: Dict, arch: str, seed: int) -> Optional[str]:
-    """Why the checkpoints of ``--save-dir`` are not those of the run named by ``--arch``/``--seed``, or None."""
+def _differing(recorded: Dict, given: Dict, keys: Sequence[str]) -> List[str]:
+    return [k for k in keys if k in recorded and k in given and recorded[k] != given[k]]
+
+
+def identity_problem(facts: Dict, arch: str, seed: int, max_update: Optional[int] = None) -> Optional[str]:
+    """Why the checkpoints of ``--save-dir`` are not those of the run named by ``--arch``/``--seed``/``--max-update``
+    (the cap checkpoint_last.pt was trained under), or None."""
     recorded = facts.get("last_identity") or {}
-    given = {"arch": arch, "seed": seed}
-    differ = [k for k in ("arch", "seed") if k in recorded and recorded[k] != given[k]]
+    given = {"arch": arch, "seed": seed, **({"max_update": max_update} if max_update is not None else {})}
+    differ = _differing(recorded, given, list(given))
     if not differ:
         return None
     return (f"records {_shown({k: recorded[k] for k in differ})}, not the {' and '.join(differ)} given "
-            f"({', '.join(f'--{k} {quoted(given[k], 40)}' for k in differ)}): the checkpoints of another run?")
+            f"({', '.join(f'--{k.replace(chr(95), chr(45))} {quoted(given[k], 40)}' for k in differ)}): the "
+            "checkpoints of another run?")
+
+
+def same_run_problem(facts: Dict) -> Optional[str]:
+    """Why checkpoint_best.pt is not of checkpoint_last.pt's run (another folder, data-bin, architecture or seed,
+    or saved after it), or None. A run resumed under another --save-dir or data path reads as another run."""
+    last, best = facts.get("last_identity") or {}, facts.get("best_identity") or {}
+    differ = _differing(best, last, SAME_RUN_KEYS)
+    if differ:
+        return (f"belongs to another run than checkpoint_last.pt: {_shown({k: best[k] for k in differ})} against "
+                f"{_shown({k: last[k] for k in differ})}")
+    if facts["best_updates"] > facts["last_updates"]:
+        return (f"was saved at update {facts['best_updates']}, after checkpoint_last.pt ({facts['last_updates']} "
+                "updates): the best checkpoint of another run")
+    return None
 
 
 def epoch_of(iterator_state: Dict) -> int:
@@ -275,21 +301,35 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error("--wall-seconds must be a non-negative number of seconds")
         if args.eval_seconds is not None and not (math.isfinite(args.eval_seconds) and args.eval_seconds >= 0):
             parser.error("--eval-seconds must be a non-negative number of seconds")
-        evaluations = {}
+        evaluations, eval_paths = {}, {}
         for spec in args.eval:
             name, sep, path = spec.partition("=")
             if not sep or not name or not path:
                 parser.error(f"--eval {spec!r}: expected TEST=EVAL_JSON")
             if name in evaluations:
                 parser.error(f"--eval: test set {quoted(name)} given twice")
-            evaluations[name] = read_evaluation(path)
+            evaluations[name], eval_paths[name] = read_evaluation(path), path
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
         facts = checkpoint_facts(args.save_dir)
         arch = args.arch or args.model.split(".")[0]  # a model name is its architecture and a tag
-        problem = identity_problem(facts, arch, args.seed)
+        problem = identity_problem(facts, arch, args.seed, args.max_update)
         if problem is not None:
             raise InputError(checkpoints[0], None, problem)
+        for test, ev in evaluations.items():
+            system = ev["systems"][0].get("name")
+            if system not in (args.model, f"{args.model}.seed{args.seed}"):
+                raise InputError(eval_paths[test], None,
+                                 f"evaluates the system {quoted(system, 60)}, not --model {quoted(args.model, 60)} "
+                                 f"seed {args.seed} (fairseq-syntax-evaluate -b {one_line(args.model)}.seed{args.seed}"
+                                 "=FILE names it so): the evaluation of another run?")
+        if args.train_log:
+            logged = logged_run(args.train_log)
+            differ = _differing(logged, facts["last_identity"], ("arch", "seed", "save_dir"))
+            if differ:
+                raise InputError(args.train_log, None, f"logs the run {_shown({k: logged[k] for k in differ})}, "
+                                 f"not that of {one_line(checkpoints[0])} ("
+                                 f"{_shown({k: facts['last_identity'][k] for k in differ})}): another run's log?")
         result = build_result(args.model, arch, args.seed, args.flags, args.max_update,
                               facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)

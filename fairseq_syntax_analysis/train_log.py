@@ -20,7 +20,7 @@ from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.jsonfile import parse_json
 
-__all__ = ["valid_metrics", "training_seconds"]
+__all__ = ["valid_metrics", "training_seconds", "logged_run"]
 
 _SIMPLE = re.compile(r"(?:^|\| )valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
 _JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
@@ -34,6 +34,10 @@ _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:,\d+)? \| ")
 _START = re.compile(r"\| fairseq_cli\.train \| (?:\{'_name'|Namespace\()")
 #: fairseq-train starting from scratch: the invocations logged before it trained another run
 _FRESH = re.compile(r"\| fairseq\.trainer \| No existing checkpoint found")
+
+#: a setting in the settings line (``'seed': 1`` of the dict, ``seed=1`` of a Namespace): its first occurrence
+_SETTING = {key: re.compile(rf"(?:'{key}': |[(,] {key}=)(?:'((?:[^'\\]|\\.)*)'|(-?\d+))")
+            for key in ("seed", "arch", "save_dir")}
 
 #: the longest log line read whole (a longer one, or a file without newlines, is read in pieces)
 MAX_LINE = 1 << 20
@@ -146,3 +150,28 @@ def training_seconds(path: str) -> Optional[float]:
     if first is None or last is None:
         return None
     return total + max(0.0, (last - first).total_seconds())
+
+
+def logged_run(path: str) -> Dict[str, object]:
+    """The architecture, seed and save folder in the settings line of the last fairseq-train invocation ``path``
+    logs (the run a resumed log ends with), as :func:`fairseq_syntax_analysis.results.run_identity` reads them from
+    a checkpoint; empty when no settings line is logged."""
+    found: Dict[str, object] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in iter(lambda: handle.readline(MAX_LINE), ""):
+                if not _START.search(line):
+                    continue
+                found = {}
+                for key, pattern in _SETTING.items():
+                    match = pattern.search(line)
+                    if match is None:
+                        continue
+                    text, number = match.groups()
+                    if number is not None:
+                        found[key] = int(number)
+                    elif text is not None:
+                        found[key] = os.path.normpath(text) if key == "save_dir" and text else text
+    except OSError as error:
+        raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
+    return found

@@ -177,6 +177,27 @@ def test_bleu_by_depth_and_length_tables_json_and_plot(bucket_bin, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _generate_log(sources, hypotheses, targets):
+    return [line for i, (s, h, t) in enumerate(zip(sources, hypotheses, targets))
+            for line in (f"S-{i}\t{s}", f"T-{i}\t{t}", f"H-{i}\t-0.5\t{h}", f"D-{i}\t-0.5\t{h}")] + \
+        ["Generate test with beam=5: BLEU4 = 1.00"]
+
+
+def test_a_generate_log_of_another_test_set_as_long_is_refused_against_the_data_bin(bucket_bin, tmp_path, capsys):
+    refs = ["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"]
+    # fairseq-generate prints the source BPE joined and detokenized ("fast." for "fast ."): that is the same
+    same = _generate_log(["the dog runs fast.", "big dogs chase small cats", "Stop"], refs, refs)
+    other = _generate_log(["a cat sleeps .", "small dogs chase big cats", "Go"], refs, refs)  # as many sentences
+    f = files(tmp_path, ref=refs, same=same, other=other)
+    common = ["-r", f["ref"], "--data-bin", str(bucket_bin), "--split", "train", "--quiet", "--length-buckets", "2"]
+    assert cli_main([*common, "-b", f"same={f['same']}"]) == 0
+    capsys.readouterr()
+    assert cli_main([*common, "-b", f"other={f['other']}"]) == 1
+    err = capsys.readouterr().err
+    assert f"{f['other']}: its S- lines (the sources fairseq-generate translated) differ from" in err
+    assert "on 3 of 3 sentences (e.g. sentence 0: 'a cat sleeps .' against 'the dog runs fast .')" in err
+
+
 def test_an_empty_bucket_has_no_score_not_zero(bucket_bin, tmp_path):
     refs = ["der Hund rennt schnell .", "große Hunde jagen kleine Katzen", "Halt"]
     f = files(tmp_path, ref=refs, base=refs, sys=refs)

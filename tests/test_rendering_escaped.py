@@ -117,11 +117,12 @@ def test_report_noise_plot_and_awsl_title_with_mathtext(tmp_path):
 
     from fairseq_syntax_analysis.awsl import awsl_figure
 
-    ev = tmp_path / "ev.json"
-    ev.write_text(json.dumps({"systems": [{"scores": {"BLEU": 30.0}}]}), encoding="utf-8")
+    ev, ev2 = tmp_path / "ev.json", tmp_path / "ev2.json"
+    ev.write_text(json.dumps({"systems": [{"name": "$\\frac$", "scores": {"BLEU": 30.0}}]}), encoding="utf-8")
+    ev2.write_text(json.dumps({"systems": [{"name": "_m", "scores": {"BLEU": 30.0}}]}), encoding="utf-8")
     plot = tmp_path / "noise.png"
     assert rs.cli_main(["noise", "--plot", str(plot), "--title", "$\\frac$ {", "--point", f"$\\frac$:0={ev}",
-                        "--point", f"_m:0.1={ev}"]) == 0
+                        "--point", f"_m:0.1={ev2}"]) == 0
     assert plot.read_bytes()[:8] == PNG
     fig = awsl_figure([{"layer": 0, "awsl_syntax": 0.4, "awsl_content": 0.6}], title="$\\frac$ on $x")
     fig.savefig(tmp_path / "awsl.png", format="png")

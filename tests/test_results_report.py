@@ -194,7 +194,8 @@ def test_noise_plot_from_evaluations(tmp_path, capsys):
     for model, p, bleu in (("transformer_rel", 0.0, 30.0), ("transformer_rel", 0.2, 30.0),
                            ("transformer_dep_rel", 0.0, 31.0), ("transformer_dep_rel", 0.2, 29.5)):
         path = tmp_path / f"{model}.{p}.json"
-        path.write_text(json.dumps({"systems": [{"scores": {"BLEU": bleu}}]}), encoding="utf-8")
+        path.write_text(json.dumps({"systems": [{"name": f"{model}.seed1", "scores": {"BLEU": bleu}}],
+                                    "reference": "test.de", "sentences": 10}), encoding="utf-8")
         paths.append(f"{model}:{p}={path}")
     plot = tmp_path / "noise.png"
     argv = ["noise", "--plot", str(plot), "--json", str(tmp_path / "noise.json")]
@@ -295,6 +296,30 @@ def test_outputs_never_replace_what_the_command_reads(tmp_path, capsys):
     assert (ckpt / "checkpoint_best.pt").read_bytes() == b"weights"
 
 
+def _point(tmp_path, name, system, reference="test.de", sentences=10):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0}}], "reference": reference,
+                                "sentences": sentences}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("second, words", [
+    (("transformer_dep_rel.seed1",), "evaluates the system 'transformer_dep_rel.seed1', not 'transformer'"),
+    (("transformer.seed2",), "evaluates 'transformer.seed2', "),  # another seed's run at p = 0.2
+    (("transformer.seed1", "test_2017.de"), "scores against the reference 'test_2017.de' (10 sentences)"),
+    (("transformer.seed1", "test.de", 9), "every point must score one test set"),
+])
+def test_noise_points_of_one_curve_are_one_runs_on_one_test_set(tmp_path, capsys, second, words):
+    first = _point(tmp_path, "a", "transformer.seed1")
+    other = _point(tmp_path, "b", *second)
+    plot = tmp_path / "n.png"
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={first}",
+                        "--point", f"transformer:0.2={other}"]) == 1
+    err = capsys.readouterr().err
+    assert f"{other}: " in err and words in err and len(err.strip().splitlines()) == 1, err
+    assert not plot.exists()
+
+
 def test_a_noise_point_must_be_one_models_evaluation(tmp_path, capsys):
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"systems": [{"scores": {"BLEU": 100.0}}, {"scores": {"BLEU": 30.0}}]}))
@@ -376,7 +401,7 @@ def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
     ev = _evaluation(tmp_path / "ev.json")
 
     def record(*flags):
-        return rs.cli_main(["record", "--max-update", "10", "--save-dir", str(ckpt), "--eval", f"t={ev}",
+        return rs.cli_main(["record", "--max-update", "60", "--save-dir", str(ckpt), "--eval", f"t={ev}",
                             "--out", str(tmp_path / "r.json"), *flags])
 
     assert record("--model", "transformer_gps", "--seed", "5") == 1
@@ -388,3 +413,69 @@ def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
     shutil.copy(os.path.join(release, "transformer_gps.pt"), ckpt / "checkpoint_best.pt")
     assert record("--model", "transformer_dep_rel", "--seed", "1") == 1
     assert "checkpoint_best.pt: belongs to another run than checkpoint_last.pt" in capsys.readouterr().err
+
+
+def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_seed=1, max_update="60"):
+    """record on the 0.2.0 fixture's checkpoint as one run's checkpoint_last/best, checkpoint_best's settings
+    edited by ``edit_best``, an evaluation of the system ``name`` and a training log of seed ``log_seed``."""
+    import os
+    import shutil
+
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    from .helpers import _evaluation
+
+    release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2", "checkpoints")
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir(exist_ok=True)
+    for which in ("last", "best"):
+        shutil.copy(os.path.join(release, "transformer_dep_rel.pt"), ckpt / f"checkpoint_{which}.pt")
+    if edit_best is not None:
+        state = load_fairseq_checkpoint(str(ckpt / "checkpoint_best.pt"))
+        edit_best(state)
+        torch.save(state, ckpt / "checkpoint_best.pt")
+    ev = _evaluation(tmp_path / "ev.json")
+    text = (tmp_path / "ev.json").read_text(encoding="utf-8").replace('"m"', json.dumps(name))
+    (tmp_path / "ev.json").write_text(text, encoding="utf-8")
+    save_dir = "/tmp/tmp.VGhNdM64SS/transformer_dep_rel"  # as the fixture's checkpoints record it
+    log = tmp_path / "train.log"
+    log.write_text(f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'seed': {log_seed}}}, "
+                   f"'model': Namespace(_name='transformer_dep_rel', arch='transformer_dep_rel', seed={log_seed}), "
+                   f"'checkpoint': {{'save_dir': '{save_dir}'}}}}\n2026-01-01 10:00:01 | INFO | valid | valid on 'valid' "
+                   "subset | loss 4.1 | nll_loss 3.2 | num_updates 60\n", encoding="utf-8")
+    return rs.cli_main(["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", max_update,
+                        "--save-dir", str(ckpt), "--eval", f"t={ev}", "--train-log", str(log),
+                        "--out", str(tmp_path / "r.json"), "--commit", "x"])
+
+
+def _other_save_dir(state):
+    state["cfg"]["checkpoint"]["save_dir"] = "runs/other/checkpoints/transformer_dep_rel.seed1"
+
+
+def _saved_later(state):
+    state["optimizer_history"][-1]["num_updates"] = 61
+
+
+@pytest.mark.parametrize("case, words", [
+    ({"edit_best": _other_save_dir}, "checkpoint_best.pt: belongs to another run than checkpoint_last.pt: save_dir "
+     "'runs/other/checkpoints/transformer_dep_rel.seed1'"),  # same arch and seed, another run's folder
+    ({"edit_best": _saved_later}, "checkpoint_best.pt: was saved at update 61, after checkpoint_last.pt"),
+    ({"max_update": "2000"}, "records max_update 60, not the max_update given (--max-update 2000)"),
+    ({"name": "transformer_gps.seed1"}, "evaluates the system 'transformer_gps.seed1', not --model"),
+    ({"name": "transformer_dep_rel.seed2"}, "evaluates the system 'transformer_dep_rel.seed2'"),
+    ({"log_seed": 2}, "train.log: logs the run seed 2, not that of"),
+])
+def test_record_refuses_what_belongs_to_another_run_of_the_same_arch_and_seed(tmp_path, capsys, case, words):
+    assert _record_run(tmp_path, **case) == 1
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
+    assert _record_run(tmp_path) == 0, capsys.readouterr().err
+    result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert (result["arch"], result["seed"], result["updates"], result["best_valid"]["nll_loss"]) == \
+        ("transformer_dep_rel", 1, 60, 3.2)
