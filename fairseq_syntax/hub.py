@@ -31,6 +31,7 @@ class SyntaxHubInterface(GeneratorHubInterface):
         check_applied_bpe = getattr(task, "check_applied_bpe", None)  # fairseq's __init__ builds the BPE
         if check_applied_bpe is not None:
             check_applied_bpe(getattr(cfg, "bpe", None))
+            task.check_applied_tokenizer(getattr(cfg, "tokenizer", None))  # fairseq's __init__ builds it
         super().__init__(cfg, task, models)
         #: id(tensor) -> (weak reference to that tensor, its encoded text, its ids then), for the tensors
         #: encode returned; a tensor changed in place since then no longer matches its text

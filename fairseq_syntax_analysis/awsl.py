@@ -46,14 +46,18 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=positive, default=32, help="sentences per forward (default: 32)")
     parser.add_argument("--out", default="awsl", help="output prefix: PREFIX.tsv and PREFIX.png (default: awsl)")
     parser.add_argument("--cpu", action="store_true", help="run on CPU even if CUDA is available")
+    parser.add_argument("--allow-other-data-bin", action="store_true",
+                        help="warn, do not refuse, when the data-bin's dictionaries, BPE codes or projection rule are "
+                             "not those the checkpoint was trained with")
     return parser
 
 
-def load(data: str, path: str, split: str, cpu: bool):
+def load(data: str, path: str, split: str, cpu: bool, allow_other_data_bin: bool = False):
     import fairseq_syntax  # noqa: F401  (registers the task and models; allow-lists checkpoint globals)
     from fairseq import checkpoint_utils
 
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
+    overrides = {"data": data, **({"allow_other_data_bin": True} if allow_other_data_bin else {})}
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
     model = models[0].eval()
     if torch.cuda.is_available() and not cpu:
         model = model.cuda()
@@ -174,7 +178,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     make_output_folder(args.out)
     for suffix in (".tsv", ".png"):
         check_output_path(args.out + suffix, [args.path], "--out")
-    model, _task, dataset = load(args.data, args.path, args.split, args.cpu)
+    model, _task, dataset = load(args.data, args.path, args.split, args.cpu, args.allow_other_data_bin)
     try:
         rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
     except ValueError as err:

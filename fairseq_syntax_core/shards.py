@@ -183,6 +183,24 @@ def check_same_ids(first: str, first_meta: Dict, other: str) -> None:
             )
 
 
+#: what every data path of one training must share even when not shards of one run: what its features mean
+FEATURE_SETTINGS = ("source_lang", "target_lang", PARSED_LANGS_KEY, "pos_column", "projection")
+
+
+def check_same_features(first: str, first_meta: Dict, other: str, other_meta: Dict) -> None:
+    """``other``'s parse features are derived as ``first``'s (languages, streams, POS column, projection rule onto
+    subwords); parsers may differ. Else DataBinError naming ``other``'s syntax.json."""
+    for key in FEATURE_SETTINGS:
+        mine, theirs = first_meta.get(key), other_meta.get(key)
+        if mine != theirs:
+            raise DataBinError(
+                os.path.join(other, METADATA_FILE), None,
+                f"{key} {quoted(theirs)} differs from {first}'s {quoted(mine)}: fairseq-train reads one data path per "
+                "epoch, so the model would see features that mean other things from epoch to epoch; make every "
+                "data-bin with the same --projection, --pos-column and languages",
+            )
+
+
 def check_same_train_content(where: str, info: Dict, first: Dict) -> None:
     """Shard ``info`` was cut from the same train bytes as ``first`` (their ``train_sha256``); else
     DataBinError naming ``where``. Shards made before the hash was recorded have none and pass."""

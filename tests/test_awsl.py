@@ -28,6 +28,23 @@ def test_awsl_command_writes_table_and_plot(outside):
     assert "layer 0" in result.stdout
 
 
+def test_awsl_refuses_another_data_bin_unless_allowed_as_its_message_says(outside):
+    import shutil
+
+    from .test_provenance_identity import _swap_two_symbols
+
+    checkpoint = train(outside, "transformer_gps", "ckpt_awsl_other", "--gps-label-dim", "8", "--gps-path-dim", "16",
+                       "--encoder-layers", "1", "--max-update", "1")
+    if not (outside / "other-bin").exists():
+        shutil.copytree(outside / "data-bin", outside / "other-bin")
+        _swap_two_symbols(outside / "other-bin")
+    argv = [tool("fairseq-syntax-awsl"), "other-bin", "--path", checkpoint, "--max-sentences", "4", "--out", "o", "--cpu"]
+    refused = call(argv, cwd=outside, expect_ok=False)
+    assert refused.returncode != 0 and "give --allow-other-data-bin to go on" in refused.stderr, refused.stderr[-2000:]
+    allowed = call(argv + ["--allow-other-data-bin"], cwd=outside)
+    assert "going on (--allow-other-data-bin)" in allowed.stderr and (outside / "o.tsv").exists()
+
+
 def test_awsl_refuses_a_model_without_syntax_layers(outside):
     checkpoint = train(outside, "transformer_pascal", "ckpt_awsl_pascal", "--pascal-heads", "1",
                        "--max-update", "1")

@@ -148,6 +148,25 @@ def test_from_pretrained_refuses_the_payload(tmp_path):
     assert not marker.exists()
 
 
+def test_from_pretrained_names_the_checkpoint_whose_settings_name_another_task(tmp_path):
+    import torch
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2")
+    state = load_fairseq_checkpoint(os.path.join(release, "checkpoints", "transformer_dep_rel.pt"))
+    state["cfg"]["task"]["_name"] = "translation"
+    torch.save(state, tmp_path / "model.pt")
+    with pytest.raises(ValueError) as error:
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=os.path.join(release, "data-bin"))
+    assert str(error.value) == (
+        f"{tmp_path / 'model.pt'}: --arch transformer_dep_rel reads the source syntax (depth), which only --task "
+        "syntax_translation provides (the checkpoint's settings name --task translation)")
+
+
 # ------------------------------------------------------------------------------ no other reader
 #: ways to unpickle a file; every one is allowed in the loader module only
 UNPICKLING = [re.compile(p) for p in (

@@ -126,6 +126,22 @@ def test_training_on_some_shards_warns_once_naming_the_missing_ones(tmp_path, ca
            f"{tmp_path / 'bin' / 'shard3'}," in warnings[0]
 
 
+def test_a_shard_listed_twice_is_refused_and_a_data_bin_listed_twice_warned(tmp_path, caplog):
+    from fairseq_syntax_core.errors import DataBinError
+
+    shard0, shard1 = _shards(tmp_path, (0, 1), num_shards=2)
+    with pytest.raises(DataBinError, match=f"^{shard0}: is shard 0 again \\(also {shard0}, data path 1\\)"):
+        syntax_task(f"{shard0}:{shard1}:{shard0}")
+    copy = tmp_path / "copy0"
+    shutil.copytree(shard0, copy)  # another folder, the same shard
+    with pytest.raises(DataBinError, match="list each shard once"):
+        syntax_task(f"{shard0}:{copy}")
+    caplog.set_level(logging.WARNING, logger=TASK_LOGGER)
+    data_bin = os.path.join(FIXTURE, "data-bin")
+    syntax_task(f"{data_bin}:{data_bin}/")  # not a shard: an upsampling, or a slip
+    assert any(f"{data_bin}/ is listed twice in the data paths (also as path 1)" in w for w in _warnings(caplog))
+
+
 def test_one_shard_alone_warns_when_trained_on_not_when_decoded(tmp_path, caplog):
     (shard0,) = _shards(tmp_path, (0,), num_shards=3)
     caplog.set_level(logging.WARNING, logger=TASK_LOGGER)
@@ -199,6 +215,55 @@ def test_interactive_refuses_a_data_bin_with_another_dictionary_unless_allowed(w
     _assert_refused(_interactive(work, "other-bin", expect_ok=False), work)
     allowed = _interactive(work, "other-bin", "--allow-other-data-bin")
     assert REFUSED in allowed.stderr and "H-0" in allowed.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, words", [
+    ([], "no --tokenizer is given: raw text reaches BPE and the parser split at spaces alone; give --tokenizer moses "
+         "--source-lang en --target-lang de"),
+    (["--tokenizer", "space"], "--tokenizer space is given: give --tokenizer moses"),
+    (["--tokenizer", "moses", "--moses-no-dash-splits"], "drop --moses-no-dash-splits"),
+    (["--tokenizer", "moses"], None),  # as the data-bin's text was tokenized
+])
+def test_raw_text_tokenized_otherwise_than_the_data_bin_is_warned_once(work, flags, words):
+    spacy_model()
+    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "ckpt/checkpoint_last.pt", "--source-lang", "en", "--target-lang",
+                   "de", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes", "--beam", "2", "--max-len-b", "5",
+                   *flags], cwd=work, stdin="A dog runs.\nA cat sleeps.\n")
+    warned = [l for l in result.stderr.splitlines() if "the data-bin's text was tokenized by Moses" in l]
+    assert "H-1" in result.stdout
+    assert (warned == []) if words is None else (len(warned) == 1 and words in warned[0]), result.stderr[-2000:]
+
+
+def _with_projection(work, name, rule):
+    """A copy of the work data-bin whose syntax.json records another projection rule."""
+    if not (work / name).exists():
+        shutil.copytree(work / "data-bin", work / name)
+        meta = json.loads((work / name / "syntax.json").read_text(encoding="utf-8"))
+        meta["projection"]["rule"] = rule
+        (work / name / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    return name
+
+
+@pytest.mark.slow
+def test_generate_refuses_a_data_bin_of_another_projection_rule_unless_allowed(work):
+    chain = _with_projection(work, "chain-bin", "chain")
+    result = _generate(work, chain, "ckpt/checkpoint_last.pt", expect_ok=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [l for l in result.stderr.splitlines() if ": error: " in l]
+    assert "chain-bin: its projection rule 'chain' (syntax.json) is not the 'first' the checkpoint was trained " \
+           "with" in line and "--allow-other-data-bin" in line, line
+    allowed = _generate(work, chain, "ckpt/checkpoint_last.pt", "--allow-other-data-bin")
+    assert "going on (--allow-other-data-bin)" in allowed.stderr and "H-0" in allowed.stdout
+
+
+def test_data_paths_of_other_projection_rules_are_refused(work):
+    from fairseq_syntax_core.errors import DataBinError
+
+    chain = _with_projection(work, "chain-bin", "chain")
+    with pytest.raises(DataBinError, match=r"chain-bin/syntax.json: projection \{'rule': 'chain'"):
+        syntax_task(f"{work / 'data-bin'}:{work / chain}")
 
 
 @pytest.mark.slow

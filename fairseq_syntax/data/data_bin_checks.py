@@ -108,15 +108,19 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
 
     Every path must be a data-bin of ours sharing the first's dictionaries, BPE codes and parse
     settings (:func:`fairseq_syntax_core.shards.check_same_run`), else a DataBinError naming it.
-    Returns warnings: shards of a sharded run listed twice (those missing from the list are named
-    when the train split is loaded: :func:`fairseq_syntax_core.shards.missing_shards`).
+    A shard listed twice is refused. Returns warnings: a data-bin that is not a shard listed twice (an upsampling,
+    or a slip). The shards missing from the list are named when the train split is loaded
+    (:func:`fairseq_syntax_core.shards.missing_shards`).
     """
     from fairseq_syntax_core.databin import METADATA_FILE
-    from fairseq_syntax_core.shards import SHARD_KEY, check_same_ids, check_same_run, check_same_train_content
+    from fairseq_syntax_core.shards import (
+        SHARD_KEY, check_same_features, check_same_ids, check_same_run, check_same_train_content,
+    )
 
     if len(paths) < 2:  # one data-bin (fairseq-generate on data-bin/shard0 is the usual case)
         return []
     seen: Dict[int, str] = {}
+    listed: Dict[str, int] = {}  # a data-bin's real path -> its first position in the list
     warnings = []
     cut = None  # (num_shards, train_total_lines, train_files) of the first shard: every shard must share it
     first_shard = None  # the first shard's record: every shard must be cut from its train bytes
@@ -128,8 +132,9 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
             meta = read_metadata(os.path.join(path, METADATA_FILE))
             if isinstance(meta.get(SHARD_KEY), dict) or isinstance(first_meta.get(SHARD_KEY), dict):
                 check_same_run(paths[0], first_meta, path, meta)
-            else:  # data-bins that are not shards (several corpora): fairseq needs the same ids, nothing more
+            else:  # data-bins that are not shards (several corpora): the same ids, features derived alike
                 check_same_ids(paths[0], first_meta, path)
+                check_same_features(paths[0], first_meta, path, meta)
         else:
             meta = first_meta
         shard = meta.get(SHARD_KEY)
@@ -148,7 +153,12 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
             check_same_train_content(os.path.join(path, METADATA_FILE), shard, first_shard or shard)
             first_shard = first_shard or shard
             if shard.get("id") in seen:
-                warnings.append(f"{path} is shard {shard.get('id')} again (also {seen[shard.get('id')]}): its lines "
-                                "are trained on twice as often")
+                raise DataBinError(path, None, f"is shard {quoted(shard.get('id'))} again (also "
+                                   f"{seen[shard.get('id')]}, data path {paths.index(seen[shard.get('id')]) + 1}): "
+                                   "its lines would be trained on twice as often as the others; list each shard once")
             seen[shard.get("id")] = path
+        elif os.path.realpath(path) in listed:
+            warnings.append(f"{path} is listed twice in the data paths (also as path {listed[os.path.realpath(path)]}):"
+                            " fairseq-train reads one per epoch, so its sentences are trained on twice as often")
+        listed.setdefault(os.path.realpath(path), position + 1)
     return warnings

@@ -9,6 +9,7 @@ from fairseq import utils
 from fairseq_syntax.data import provenance
 from fairseq_syntax_core.errors import DataBinError, InputError
 from fairseq_syntax_core.fileio import check_bpe_codes
+from fairseq_syntax_core.oneline import one_line, quoted
 
 from .config import _missing
 
@@ -39,14 +40,21 @@ class DataIdentity:
         super().load_state_dict(state_dict)
 
     def _check_data_bin(self, trained, what: str) -> None:
-        """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries or BPE codes
-        differ from this one's, naming them; warn once when the checkpoint records no hashes to compare."""
+        """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries, BPE codes or
+        projection rule differ from this one's, naming them; warn once when the checkpoint records no hashes."""
         data_path = utils.split_paths(self.cfg.data)[0]
         missing = provenance.unchecked(trained, self.data_provenance())
         if missing is not None and missing not in self._provenance_warned:
             self._provenance_warned.add(missing)
             logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
                            f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
+        rule, ours = (trained or {}).get("projection"), self.data_provenance().get("projection")
+        if isinstance(rule, str) and ours is not None and rule != ours:  # subword features derived another way
+            message = (f"its projection rule {quoted(ours, 40)} (syntax.json) is not the {quoted(rule, 40)} {what} "
+                       "was trained with: the model would read the subwords' parse features derived another way")
+            self._refuse_unless_allowed(DataBinError(
+                data_path, None, f"{message}; use a data-bin made with --projection {one_line(rule)[:40]}, or give "
+                                 "--allow-other-data-bin to go on"), message)
         differing = provenance.differing_files(trained or {}, self.data_provenance())
         if not differing:
             return
@@ -94,6 +102,39 @@ class DataIdentity:
                     path, None, f"{message}; apply the codes of the data-bin it was trained on (--bpe-codes), "
                                 "or give --allow-other-data-bin to go on"), message)
                 return
+
+    def build_tokenizer(self, args):
+        """fairseq's, after :meth:`check_applied_tokenizer` (fairseq-interactive calls it)."""
+        self.check_applied_tokenizer(args)
+        return super().build_tokenizer(args)
+
+    def check_applied_tokenizer(self, tokenizer_cfg) -> None:
+        """Warn once when raw text is tokenized otherwise than the data-bin's text was (its syntax.json
+        ``tokenizer``: Moses, with or without aggressive dash splits and escaping): the BPE and the parser would
+        see other words. With a split loaded (fairseq-generate) the tokenizer only detokenizes the output."""
+        recorded = self.metadata.get("tokenizer") if isinstance(self.metadata.get("tokenizer"), dict) else {}
+        if self.datasets or recorded.get("name") != "moses" or getattr(self, "_tokenizer_warned", False):
+            return
+        name = getattr(tokenizer_cfg, "_name", None) or getattr(tokenizer_cfg, "tokenizer", None)
+        langs = f"--source-lang {one_line(str(self.cfg.source_lang))} --target-lang {one_line(str(self.cfg.target_lang))}"
+        if name is None:
+            note = f"no --tokenizer is given: raw text reaches BPE and the parser split at spaces alone; give " \
+                   f"--tokenizer moses {langs}"
+        elif name != "moses":
+            note = f"--tokenizer {one_line(str(name))[:40]} is given: give --tokenizer moses {langs}"
+        else:
+            flags = [(flag, "moses_aggressive_dash_splits" if key == "moses_no_dash_splits" else "moses_escape")
+                     for flag, key in (("--moses-no-dash-splits", "moses_no_dash_splits"),
+                                       ("--moses-no-escape", "moses_no_escape"))
+                     if bool(getattr(tokenizer_cfg, key, False)) == bool(recorded.get(
+                         "moses_aggressive_dash_splits" if key == "moses_no_dash_splits" else "moses_escape", True))]
+            if not flags:
+                return
+            note = "; ".join(f"{'drop' if recorded.get(k, True) else 'give'} {flag} ({k} was "
+                             f"{recorded.get(k, True)})" for flag, k in flags)
+        self._tokenizer_warned = True
+        logger.warning(f"the data-bin's text was tokenized by Moses (its syntax.json) and {note}: the model would "
+                       "see other words than it was trained on")
 
     def _check_unsegmented(self) -> None:
         """Warn once when raw text comes without ``--bpe`` to a model trained on BPE pieces: unless the input

@@ -56,22 +56,11 @@ class SyntaxTransformerModel(TransformerModel):
         syntax_base_architecture(args)  # fills and checks the options (check_model_sizes too)
         record_syntax_vocab(args, task)
         model = super().build_model(args, task)
-        needs = model.syntax_inputs()
-        if needs and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
+        needs, target = model.syntax_inputs(), model.target_syntax_inputs()  # target: Ma et al. 2019, secs. 3.1-3.3
+        if (needs or target) and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
             # fairseq's own tasks give no src_syntax: the first forward would fail, deep in the encoder
             # (code that builds with a stand-in task and passes src_syntax itself is not refused)
-            raise ValueError(
-                f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads the source syntax "
-                f"({', '.join(sorted(needs))}), which only --task syntax_translation provides (got --task "
-                f"{getattr(args, 'task', type(task).__name__)})"
-            )
-        target = model.target_syntax_inputs()  # target-side NSD (Ma et al. 2019, secs. 3.1-3.3)
-        if target and isinstance(task, FairseqTask) and getattr(task, "label_dict", None) is None:
-            raise ValueError(
-                f"--arch {getattr(args, 'arch', 'syntax_transformer')} reads or predicts the target syntax "
-                f"({', '.join(sorted(target))}), which only --task syntax_translation provides (got --task "
-                f"{getattr(args, 'task', type(task).__name__)})"
-            )
+            raise ValueError(_task_problem(args, task, needs, target))
         return model
 
     @classmethod
@@ -180,3 +169,18 @@ def record_syntax_vocab(args, task) -> None:
     if pos is not None:
         args.syntax_num_pos = len(pos)
         args.syntax_pos_pad = pos.pad()
+
+
+def _task_problem(args, task, needs, target) -> str:
+    """The line for a syntax model built by a task that gives no syntax: the task as built (a checkpoint's own,
+    named with its file when one was just read, as the hub and fairseq-generate build it)."""
+    from fairseq_syntax_core import checkpoint_loader
+    from fairseq_syntax_core.oneline import one_line
+
+    name = getattr(getattr(task, "cfg", None), "_name", None) or type(task).__name__
+    what = (f"reads the source syntax ({', '.join(sorted(needs))})" if needs else
+            f"reads or predicts the target syntax ({', '.join(sorted(target))})")
+    read = checkpoint_loader.last_read
+    got = f"the checkpoint's settings name --task {one_line(str(name))}" if read else f"got --task {one_line(str(name))}"
+    return (f"{one_line(read) + ': ' if read else ''}--arch {one_line(str(getattr(args, 'arch', 'syntax_transformer')))}"
+            f" {what}, which only --task syntax_translation provides ({got})")
