@@ -289,3 +289,13 @@ HEADS = [[3, 3, 4, 0, 4, 4], [2, 3, 0, 3], [2, 0, 2]]
 PTB = ["(ROOT (S (NP (DT the) (JJ big) (NN dog)) (VP (VBD barked) (ADVP (RB loudly))) (. .)))",
        "(S (NP (DT a) (NN cat)) (VP (VBD slept)) (. .))",
        "(S (NP birds) (VP sing) (. .))"]
+
+
+# ---- from test_provenance_identity.py (also test_awsl.py)
+def _swap_two_symbols(data_bin) -> None:
+    """``dict.en.txt`` with the words of its lines 2 and 3 swapped: same size, other ids (a silent mix-up)."""
+    path = data_bin / "dict.en.txt"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    (a, count_a), (b, count_b) = (line.split(" ", 1) for line in lines[1:3])
+    lines[1:3] = [f"{b} {count_a}", f"{a} {count_b}"]
+    path.write_text("".join(lines), encoding="utf-8")

@@ -31,7 +31,7 @@ def test_awsl_command_writes_table_and_plot(outside):
 def test_awsl_refuses_another_data_bin_unless_allowed_as_its_message_says(outside):
     import shutil
 
-    from .test_provenance_identity import _swap_two_symbols
+    from .helpers import _swap_two_symbols
 
     checkpoint = train(outside, "transformer_gps", "ckpt_awsl_other", "--gps-label-dim", "8", "--gps-path-dim", "16",
                        "--encoder-layers", "1", "--max-update", "1")

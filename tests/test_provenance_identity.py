@@ -17,6 +17,7 @@ import shutil
 import pytest
 
 from .conftest import call, spacy_model, syntax_task, tool
+from .helpers import _swap_two_symbols
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_1")
 TASK_LOGGER = "fairseq_syntax.tasks.syntax_translation"
@@ -27,15 +28,6 @@ TINY = ["--arch", "transformer_dep_rel", "--encoder-layers", "1", "--decoder-lay
         "--no-progress-bar", "--valid-subset", "test", "--seed", "1"]
 REFUSED = "from the data-bin the checkpoint was trained on"
 OLD = "records no hashes of its data-bin's dictionaries and BPE codes"
-
-
-def _swap_two_symbols(data_bin) -> None:
-    """``dict.en.txt`` with the words of its lines 2 and 3 swapped: same size, other ids (a silent mix-up)."""
-    path = data_bin / "dict.en.txt"
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    (a, count_a), (b, count_b) = (line.split(" ", 1) for line in lines[1:3])
-    lines[1:3] = [f"{b} {count_a}", f"{a} {count_b}"]
-    path.write_text("".join(lines), encoding="utf-8")
 
 
 def _sha(path) -> str:
