@@ -223,13 +223,14 @@ def test_the_task_reads_one_shard_per_epoch_and_checks_each(made, tmp_path):
     assert sizes == [120, 120, 120]
     task.load_dataset("valid")
     assert len(task.datasets["valid"]) == 20
-    # a list that lacks a shard of the run, or lists one twice, is trained on with a warning
+    # a list that lacks a shard of the run is trained on with a warning; one that lists a shard twice is refused
     from fairseq_syntax.data.data_bin_checks import check_epoch_paths
+    from fairseq_syntax_core.errors import DataBinError
 
     meta = json.loads(read(shards[0] / "syntax.json"))
     assert check_epoch_paths([str(shards[0])], meta) == []
-    warnings = check_epoch_paths([str(shards[0]), str(shards[0])], meta)
-    assert len(warnings) == 1 and "is shard 0 again" in warnings[0]
+    with pytest.raises(DataBinError, match="is shard 0 again"):
+        check_epoch_paths([str(shards[0]), str(shards[0])], meta)
     # the missing shard is named when the train split is loaded (tests/test_provenance_identity.py)
     from fairseq_syntax_core.shards import missing_shards
 
