@@ -7,14 +7,17 @@ None); :func:`fairseq_syntax.fairseq_settings.training_settings_error` calls it 
   traceback for ``(0.9,nan)`` or ``(0.9,0.98``); a beta outside [0, 1) trains on NaN and exits 0.
 * ``--adam-eps``, ``--warmup-init-lr``, ``--label-smoothing``: NaN or out of range, read without a check.
 * ``--stop-min-lr`` at or above the first learning rate: fairseq stops before the first update and exits 0.
-* ``--batch-size``/``--max-tokens`` below 1, ``--update-freq`` below 1, ``--save-interval-updates`` below 0,
+* any setting fairseq's optimizer or scheduler refuses when built (``--total-num-update 0`` of
+  ``polynomial_decay``: a bare ``assert``): one line before ``--save-dir`` is made, not a traceback after.
+* ``--batch-size``/``--max-tokens``/``--max-valid-steps`` below 1, ``--update-freq`` below 1,
+  ``--save-interval-updates``/``--validate-interval-updates``/``--curriculum``/``--stop-time-hours`` below 0,
   ``--patience`` below -1: trained as something else, or a message that names no option.
 """
 
 import ast
 import copy
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 #: (section, key, least, what fairseq's default means): counts that may also be None (not given)
 COUNTS = (
@@ -24,6 +27,11 @@ COUNTS = (
     ("dataset", "max_tokens_valid", 1, "not given: --max-tokens"),
     ("checkpoint", "save_interval_updates", 0, "0, fairseq's default: save at epoch ends only"),
     ("checkpoint", "patience", -1, "-1, fairseq's default: no early stopping"),
+    ("dataset", "validate_interval_updates", 0, "0, fairseq's default: at epoch ends only"),
+    ("dataset", "curriculum", 0, "0, fairseq's default: no curriculum"),
+    ("dataset", "max_valid_steps", 1, "not given: the whole validation set"),
+    ("optimization", "stop_time_hours", 0, "0, fairseq's default: no time limit"),
+    ("lr_scheduler", "warmup_updates", 0, "0: no warm-up"),
 )
 
 
@@ -53,9 +61,31 @@ def _betas_error(betas) -> Optional[str]:
     return None
 
 
-def _first_learning_rate(cfg) -> Optional[float]:
+#: optimizers and schedulers that need the model's parameter groups: not built on one parameter here
+BUILT_WITH_THE_MODEL = ("composite", "pass_through")
+#: what fairseq's optimizers and schedulers raise on settings they refuse (the rest: no check here)
+_REFUSALS = (AssertionError, ValueError, ZeroDivisionError, OverflowError)
+
+
+def _refusal(error: BaseException, cfg) -> str:
+    """The line for a setting fairseq's optimizer or scheduler refused when built: its message, or for a bare
+    ``assert`` the asserted source line."""
+    import linecache
+    import traceback
+
+    text = " ".join(str(error).split())
+    if not text:
+        frames = traceback.extract_tb(error.__traceback__)
+        text = (linecache.getline(frames[-1].filename, frames[-1].lineno).strip() if frames else "") or "refused"
+    names = [f"--{flag} {getattr(getattr(cfg, section, None), '_name', None)}"
+             for section, flag in (("optimizer", "optimizer"), ("lr_scheduler", "lr-scheduler"))]
+    return f"{' '.join(names)}: fairseq refused their settings: {type(error).__name__}: {text[:200]}"
+
+
+def _first_learning_rate(cfg) -> Tuple[Optional[float], Optional[str]]:
     """The rate fairseq-train compares with ``--stop-min-lr`` before its first update: the scheduler's rate after
-    ``step_update(0)``, as the trainer sets it, built on a copy (schedulers write back their defaults)."""
+    ``step_update(0)``, as the trainer sets it, built on a copy (schedulers write back their defaults); or the
+    line for settings the optimizer or scheduler refuses (fairseq would fail after making --save-dir)."""
     try:
         import torch
         from fairseq import optim
@@ -65,9 +95,11 @@ def _first_learning_rate(cfg) -> Optional[float]:
         optimizer = optim.build_optimizer(copied.optimizer, [torch.nn.Parameter(torch.zeros(1))])
         scheduler = lr_scheduler.build_lr_scheduler(copied.lr_scheduler, optimizer)
         scheduler.step_update(0)
-        return float(optimizer.get_lr())
-    except Exception:  # an optimizer that needs a GPU, or a setting fairseq refuses on its own: no check here
-        return None
+        return float(optimizer.get_lr()), None
+    except _REFUSALS as error:
+        return None, _refusal(error, cfg)
+    except Exception:  # an optimizer that needs a GPU or a library not installed: fairseq says so itself
+        return None, None
 
 
 def optimizer_settings_error(cfg) -> Optional[str]:
@@ -91,14 +123,21 @@ def optimizer_settings_error(cfg) -> Optional[str]:
     for section, key, least, meaning in COUNTS:
         value = getattr(getattr(cfg, section, None), key, None)
         if _is_number(value) and value < least:
-            return f"--{key.replace('_', '-')} {_text(value)}: expected a count >= {least} ({meaning})"
+            what = "a number of hours" if key == "stop_time_hours" else "a count"
+            return f"--{key.replace('_', '-')} {_text(value)}: expected {what} >= {least} ({meaning})"
     freqs = list(getattr(getattr(cfg, "optimization", None), "update_freq", None) or [])
     if any(not isinstance(f, int) or isinstance(f, bool) or f < 1 for f in freqs):
         return (f"--update-freq {','.join(_text(f) for f in freqs)}: expected batches per update >= 1 "
                 "(one per epoch, the last for the rest: --update-freq 4)")
+    if getattr(cfg, "optimizer", None) is None or getattr(cfg, "lr_scheduler", None) is None \
+            or getattr(cfg.optimizer, "_name", None) in BUILT_WITH_THE_MODEL \
+            or getattr(cfg.lr_scheduler, "_name", None) in BUILT_WITH_THE_MODEL:
+        return None
+    first, refused = _first_learning_rate(cfg)
+    if refused is not None:
+        return refused
     stop = getattr(getattr(cfg, "optimization", None), "stop_min_lr", None)
     if _is_number(stop) and stop >= 0:
-        first = _first_learning_rate(cfg)
         if first is not None and first <= stop:
             return (f"--stop-min-lr {_text(stop)}: expected below the first learning rate, {first:g} (fairseq "
                     "would stop before the first update; with warm-up the first rate is --warmup-init-lr)")

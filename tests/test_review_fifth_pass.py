@@ -88,6 +88,13 @@ def _generate(release, *extra):
     (["--lr", "0.01", "--patience", "-5"], ("--patience -5", ">= -1")),
     (["--lr", "0.01", "--update-freq", "0"], ("--update-freq 0", ">= 1")),  # fairseq: a message naming no flag
     (["--lr", "0.01", "--log-file", "/dev/full"], ("/dev/full", "No space left")),  # fairseq: tracebacks, exit 0
+    (["--lr", "0.01", "--validate-interval-updates", "-1"], ("--validate-interval-updates -1", ">= 0")),
+    (["--lr", "0.01", "--curriculum", "-1"], ("--curriculum -1", ">= 0")),
+    (["--lr", "0.01", "--max-valid-steps", "0"], ("--max-valid-steps 0", ">= 1")),
+    (["--lr", "0.01", "--stop-time-hours", "-1"], ("--stop-time-hours -1", "hours >= 0")),  # fairseq: no limit
+    (["--lr", "0.01", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "-5"], ("--warmup-updates -5", ">= 0")),
+    (["--lr", "0.01", "--lr-scheduler", "polynomial_decay", "--total-num-update", "0"],
+     ("--lr-scheduler polynomial_decay", "AssertionError: assert cfg.total_num_update > 0")),  # a bare assert
 ])
 def test_training_settings_fairseq_takes_silently_are_refused_at_start_up(release, extra, words):
     _refused_in_one_line(_train(release, "--max-update", "2", "--save-dir", "ck", *extra), *words)
