@@ -17,12 +17,15 @@ the model was trained with, are refused (``allow_other_data_bin=True``: a warnin
 fairseq-interactive (``SyntaxTranslationTask.check_applied_bpe``).
 """
 
+import os
 import weakref
 from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_syntax_core.errors import CheckpointError, UsageError
+from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.fileio import BOM
 
 
@@ -36,6 +39,7 @@ class SyntaxHubInterface(GeneratorHubInterface):
         #: id(tensor) -> (weak reference to that tensor, its encoded text, its ids then), for the tensors
         #: encode returned; a tensor changed in place since then no longer matches its text
         self._texts: Dict[int, Tuple[weakref.ref, str, bytes]] = {}
+        self._batched_ids: List[int] = []
 
     def encode(self, sentence: str) -> torch.LongTensor:
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
@@ -66,21 +70,53 @@ class SyntaxHubInterface(GeneratorHubInterface):
             return super().generate(tokenized_sentences, *args, **kwargs)
         sources = list(tokenized_sentences)
         remember(sources, [self.text_of(ids) for ids in sources])
+        self._batched_ids: List[int] = []
         try:
-            return super().generate(tokenized_sentences, *args, **kwargs)
+            outputs = super().generate(tokenized_sentences, *args, **kwargs)
         finally:
             remember([], [])
+        if len(outputs) != len(sources):  # fairseq's list closes up over skipped sentences: rows would shift
+            skipped = sorted(set(range(len(sources))) - set(self._batched_ids))
+            raise UsageError(
+                f"sentences {', '.join(map(str, skipped[:10]))}{', ...' if len(skipped) > 10 else ''} of the "
+                f"{len(sources)} were skipped (skip_invalid_size_inputs: longer than the model's positions), and "
+                "fairseq's outputs would not line up with the sentences: translate the others without them")
+        return outputs
+
+    def _build_batches(self, tokens, skip_invalid_size_inputs: bool):
+        """fairseq's batches, their sample ids noted (:meth:`generate` names the sentences skipped)."""
+        for batch in super()._build_batches(tokens, skip_invalid_size_inputs):
+            self._batched_ids.extend(int(i) for i in batch["id"].tolist())
+            yield batch
 
 
 def _ids_key(ids: torch.Tensor) -> bytes:
     return ids.detach().to("cpu", torch.int64).numpy().tobytes()
 
 
+#: task settings a checkpoint stores that only the caller may give (the checkpoint's own are dropped): a spaCy
+#: pipeline folder to load, and leave to decode on a data-bin the model was not trained on (stored languages are
+#: checked as language codes by the task: fairseq would set a None one on the tokenizer's settings too)
+CALLER_ONLY = {"syntax_parser": None, "allow_other_data_bin": False}
+#: the files fairseq's hub takes as BPE codes from the model's own folder
+FOLDER_CODES = ("code", "bpecodes")
+
+
 def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
     """fairseq's hub loader for ``model_class``, returning a :class:`SyntaxHubInterface`."""
     from fairseq import hub_utils
 
+    for key, default in CALLER_ONLY.items():  # never the checkpoint's stored value
+        kwargs.setdefault(key, default)
     x = hub_utils.from_pretrained(
         model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_class.hub_models(), **kwargs
     )
+    stored = getattr(getattr(x["args"], "bpe", None), "bpe_codes", None)
+    folder = [os.path.join(model_name_or_path, name) for name in FOLDER_CODES]
+    if isinstance(stored, str) and stored and stored != kwargs.get("bpe_codes") and stored not in folder:
+        # a path the checkpoint's settings name: never opened (nor its first line quoted) unless the caller names it
+        raise CheckpointError(os.path.join(model_name_or_path, checkpoint_file), None,
+                              f"its settings name BPE codes (cfg.bpe.bpe_codes {quoted(stored, 60)}) that the caller "
+                              "did not give: give bpe='subword_nmt', bpe_codes= the bpe.codes of the data-bin it was "
+                              "trained on")
     return SyntaxHubInterface(x["args"], x["task"], x["models"])

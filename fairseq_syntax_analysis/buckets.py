@@ -35,6 +35,8 @@ class SourceProfile:
     origin: str
     #: each sentence as fairseq-generate prints its source (``S-`` lines): the data-bin's words, BPE joints undone
     texts: Optional[List[str]] = None
+    #: the share of perturbed parses the data-bin records (fairseq-syntax-perturb's ``p``; 0: as parsed)
+    perturbation: Optional[float] = None
 
 
 def sentence_depth(heads: Sequence[int], is_word: Sequence[bool]) -> int:
@@ -66,7 +68,10 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
         lengths.append(int(is_word.sum()))
         depths.append(sentence_depth(heads[i].numpy(), is_word))
         texts.append(task.src_dict.string(dataset.src[i], "subword_nmt"))
-    return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts)
+    record = task.metadata.get("perturbation")
+    p = record.get("p") if isinstance(record, dict) else 0.0
+    p = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1 else None
+    return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts, p)
 
 
 def check_split(task, split: str, flag: str) -> None:

@@ -345,6 +345,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     report["reference"] = args.reference
+    if profile is not None and profile.perturbation is not None:  # report noise checks its points' p against it
+        report["perturbation"] = profile.perturbation
     stats = report.pop("_statistics")
     print(format_tables(report))
     outputs = []

@@ -1,5 +1,6 @@
 """``fairseq-syntax-report noise``: BLEU against the share of perturbed parses, one curve per model."""
 
+import os
 import re
 from typing import Dict, List, Sequence, Tuple
 
@@ -15,6 +16,7 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
     points: Dict[str, List[Tuple[float, float]]] = {}
     seen: Dict[str, Tuple[str, str, tuple]] = {}  # model -> its first point's file, system and (reference, sentences)
+    files: Dict[str, str] = {}  # a point's file (real path) -> its --point
     for spec in specs:
         key, sep, path = spec.partition("=")
         model, sep2, p = key.rpartition(":")
@@ -44,6 +46,15 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             raise InputError(path, None, f"evaluates the system {quoted(system, 60)}, not {quoted(model, 60)} (a "
                              f"point's JSON is that model's evaluation: fairseq-syntax-evaluate -b {one_line(model)}"
                              ".seedN=FILE)")
+        recorded = ev.get("perturbation")
+        if recorded is not None and not (is_number(recorded) and abs(float(recorded) - prob) < 1e-9):
+            raise InputError(path, None, f"evaluates a data-bin perturbed with p = {quoted(recorded, 20)} (its "
+                             f"perturbation, from --data-bin), not the p = {p} its --point gives")
+        real = os.path.realpath(path)
+        if real in files:
+            raise InputError(path, None, f"is given for two points ({files[real]} and {one_line(spec)}): one "
+                             "evaluation is one p of one model")
+        files[real] = one_line(spec)
         test = (ev.get("reference"), ev.get("sentences"))
         for other, (first_path, first_system, first_test) in seen.items():
             if first_test != test:

@@ -89,9 +89,9 @@ def _check_result(data: Dict, path: str) -> None:
 
 
 def load_results(folders: Sequence[str]) -> List[Dict]:
-    """Every result JSON under ``folders``: files of another format are skipped, damaged ones and
-    a second result of the same (model, seed) are named."""
-    results, seen, where = [], set(), {}
+    """Every result JSON under ``folders``: files of another format are skipped, damaged ones, a second result
+    of the same (model, seed) and seeds of one model with another architecture, flags or cap are named."""
+    results, seen, where, first = [], set(), {}, {}
     for folder in folders:
         if not os.path.isdir(folder):
             raise InputError(folder, None, "is not a folder of results")
@@ -113,5 +113,19 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
                                      f"(the first: {quoted(where[key])}): keep one")
                 where[key] = path
                 data["_path"] = path
+                _check_same_system(data, first.setdefault(data["model"], data))
                 results.append(data)
     return results
+
+
+#: what every seed of one model (one row of a table) shares: the seeds average one system
+SAME_SYSTEM_KEYS = ("arch", "flags", "max_update")
+
+
+def _check_same_system(result: Dict, first: Dict) -> None:
+    """``result`` trains the system of ``first``, the first result of its model: else InputError naming both."""
+    for key in SAME_SYSTEM_KEYS:
+        if result.get(key) != first.get(key):
+            raise InputError(result["_path"], None, f"is {quoted(result['model'])} seed {result['seed']} with {key} "
+                             f"{quoted(result.get(key), 80)}, but {quoted(first['_path'])} has {quoted(first.get(key), 80)}"
+                             ": the seeds of a row must be one system (name another model, e.g. a tag: MODEL.TAG)")

@@ -282,10 +282,30 @@ def check_fairseq_state(path: str, state: Any) -> Any:
     problem = structure_problem(state)
     if problem is not None:
         raise CheckpointError(os.fspath(path), None, f"it is not a fairseq checkpoint: {problem}" + _USE_ANOTHER)
-    problem = size_problem(state)
+    problem = size_problem(state) or interpolation_problem(state)
     if problem is not None:
         raise CheckpointError(os.fspath(path), None, problem + _USE_ANOTHER)
     return state
+
+
+def interpolation_problem(state: Any) -> Optional[str]:
+    """A setting of the checkpoint's ``cfg`` or ``args`` holding an omegaconf reference (``${oc.env:HOME}``,
+    ``${task.data}``): fairseq would resolve it when the setting is read (an environment variable, another
+    setting). fairseq-train stores settings resolved, so a genuine checkpoint holds none."""
+    settings = [("cfg", state.get("cfg")), ("args", state.get("args"))] if isinstance(state, Mapping) else []
+    stack = [(name, value, 0) for name, value in settings]
+    while stack:
+        where, value, depth = stack.pop()
+        if isinstance(value, argparse.Namespace):
+            value = vars(value)
+        if isinstance(value, str) and "${" in value:
+            return f"its setting {_shown(where, 80)[1:-1]} holds a reference {_shown(value, 40)}: settings read from a file " \
+                   "are values, not references to resolve"
+        if depth < 8 and isinstance(value, Mapping):
+            stack.extend((f"{where}.{k}", v, depth + 1) for k, v in value.items() if isinstance(k, str))
+        elif depth < 8 and isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(value[:1000]))
+    return None
 
 
 #: model settings that size tensors built before the weights are loaded (positions, distances, widths ...)

@@ -277,7 +277,7 @@ def print_error(prog: str, error: BaseException, note: str = "") -> int:
 
 #: what fairseq raises when one of its settings is out of range (it checks few of them up front)
 _FAIRSEQ_SETTING_ERRORS = (AssertionError, ValueError, ZeroDivisionError, TypeError, KeyError, IndexError,
-                           OverflowError, StopIteration, RuntimeError)
+                           OverflowError, StopIteration, RuntimeError, ImportError, LookupError)
 
 
 def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
@@ -374,6 +374,7 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         # raised inside fairseq (or a library it called: NumPy's seeding, torch's dropout) by one of its own
         # settings it does not check (--update-freq 0, --log-interval 0, --adam-betas '(0.9,)', --seed 2**70,
         # --constraints in fairseq-generate...): its message, one line, where fairseq was
+        text = " ".join(re.sub(r"([*=#~-])\1{4,}", " ", text).split())  # NLTK's boxed messages: the words
         return (f"fairseq ({modules[last_fairseq]}) stopped on its settings: {type(error).__name__}: "
                 f"{one_line(text)[:200]} (check the options given to it; FAIRSEQ_SYNTAX_TRACEBACK=1 shows "
                 "the traceback)")

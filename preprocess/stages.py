@@ -22,6 +22,7 @@ from .conllu import format_conllu
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
+from fairseq_syntax_core.names import LANGUAGE, name_problem
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines
 from .tokenize import tokenize_lines
 
@@ -41,14 +42,31 @@ def _run(prog: str, main: Callable[[], None]) -> None:
         sys.exit(print_error(prog, error))
 
 
+def moses_knows(lang: str) -> bool:
+    """Whether sacremoses has non-breaking prefixes for ``lang`` (its per-language rules)."""
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    try:
+        known = NonbreakingPrefixes().available_langs  # {"german": "de", ...}
+    except (OSError, AttributeError):  # sacremoses' data missing: no warning rather than a wrong one
+        return True
+    return lang in known.values() or lang.split("_")[0].split("-")[0] in known.values()
+
+
 def tokenize_main(argv: Optional[List[str]] = None) -> None:
     prog = "fairseq-syntax-tokenize"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
-    parser.add_argument("--lang", required=True)
+    parser.add_argument("--lang", required=True, help="language of Moses' rules (en, de, fr ...)")
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--workers", type=positive, default=1)
     args = parser.parse_args(argv)
+    problem = name_problem(LANGUAGE, args.lang)
+    if problem is not None:  # sacremoses would read it as a language without rules, and tokenize otherwise
+        parser.error(f"--lang: {problem}")
+    if not moses_knows(args.lang):
+        print(f"{prog}: warning: --lang {args.lang}: Moses has no non-breaking prefixes for it (sacremoses' "
+              "languages): abbreviations are split as sentence ends", file=sys.stderr)
 
     def main():
         check_output_path(args.output, [args.input])

@@ -339,3 +339,18 @@ def test_cancelling_the_cluster_prints_no_traceback_of_the_job_controllers(clust
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].startswith(f"fairseq-syntax-preprocess-cluster: interrupted ({name})")
     assert os.path.isfile(tmp_path / "bin" / "submitit" / "controllers.log")
+
+
+def test_tokenize_refuses_a_language_that_is_no_code_and_warns_of_one_moses_lacks(tmp_path):
+    source = tmp_path / "b.en"
+    source.write_text("Mr. Smith isn't here.\n", encoding="utf-8")
+    refused = call([tool("fairseq-syntax-tokenize"), "--lang", "../en", "--input", str(source), "--output",
+                    str(tmp_path / "t.en")], cwd=tmp_path, expect_ok=False)
+    assert refused.returncode == 2 and "--lang: '../en' is not a valid language code" in refused.stderr
+    assert not (tmp_path / "t.en").exists()
+    warned = call([tool("fairseq-syntax-tokenize"), "--lang", "zz", "--input", str(source), "--output",
+                   str(tmp_path / "t.zz")], cwd=tmp_path)
+    assert "--lang zz: Moses has no non-breaking prefixes for it" in warned.stderr
+    quiet = call([tool("fairseq-syntax-tokenize"), "--lang", "en", "--input", str(source), "--output",
+                  str(tmp_path / "t.en")], cwd=tmp_path)
+    assert "warning" not in quiet.stderr and "isn &apos;t" in (tmp_path / "t.en").read_text(encoding="utf-8")

@@ -190,7 +190,8 @@ def test_a_generate_log_of_another_test_set_as_long_is_refused_against_the_data_
     other = _generate_log(["a cat sleeps .", "small dogs chase big cats", "Go"], refs, refs)  # as many sentences
     f = files(tmp_path, ref=refs, same=same, other=other)
     common = ["-r", f["ref"], "--data-bin", str(bucket_bin), "--split", "train", "--quiet", "--length-buckets", "2"]
-    assert cli_main([*common, "-b", f"same={f['same']}"]) == 0
+    assert cli_main([*common, "-b", f"same={f['same']}", "--json", str(tmp_path / "same.json")]) == 0
+    assert json.loads((tmp_path / "same.json").read_text())["perturbation"] == 0.0  # a data-bin as parsed
     capsys.readouterr()
     assert cli_main([*common, "-b", f"other={f['other']}"]) == 1
     err = capsys.readouterr().err

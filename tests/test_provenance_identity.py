@@ -283,3 +283,57 @@ def test_fine_tuning_on_another_dictionary_needs_the_flag_and_records_the_new_da
     # resuming on the same data-bin (tuned/checkpoint_last.pt, no --restore-file) needs no flag
     call([tool("fairseq-train"), "other-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
           *TINY, "--max-update", "4", "--save-dir", "tuned"], cwd=work)
+
+
+@pytest.fixture(scope="module")
+def both_sides(tmp_path_factory):
+    """The 0.2.0 fixture's en-fr data-bin (both sides parsed, joined dictionary) and a tiny en -> fr model
+    trained on it by this release (its provenance records the direction)."""
+    root = tmp_path_factory.mktemp("direction")
+    release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2")
+    shutil.copytree(os.path.join(release, "data-bin"), root / "data-bin")
+    shutil.copytree(os.path.join(release, "checkpoints"), root / "old")
+    call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          *TINY, "--max-update", "1", "--save-dir", "ckpt", "--valid-subset", "test"], cwd=root)
+    return root
+
+
+@pytest.mark.slow
+def test_a_checkpoint_decoded_in_the_other_direction_is_refused_unless_allowed(both_sides):
+    # a joined dictionary and both sides parsed: fr -> en reads without any other error, and translates nonsense
+    argv = [tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+            "--path", "ckpt/checkpoint_last.pt", "--gen-subset", "test", "--beam", "2", "--max-len-b", "5",
+            "--batch-size", "8", "--source-lang", "fr", "--target-lang", "en"]
+    refused = call(argv, cwd=both_sides, expect_ok=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    (line,) = [l for l in refused.stderr.splitlines() if ": error: " in l]
+    assert "data-bin: the checkpoint translates en -> fr, not fr -> en as asked" in line and \
+        "--allow-other-data-bin" in line, line
+    allowed = call(argv + ["--allow-other-data-bin"], cwd=both_sides)
+    assert "going on (--allow-other-data-bin)" in allowed.stderr and "H-0" in allowed.stdout
+    assert "translates" not in call(argv[:-4], cwd=both_sides).stderr  # its own direction
+
+
+@pytest.mark.slow
+def test_an_earlier_releases_checkpoint_decoded_against_the_data_bins_direction_is_warned(both_sides):
+    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "old/tree2seq.pt", "--gen-subset", "test", "--beam", "2",
+                   "--max-len-b", "5", "--batch-size", "8", "--source-lang", "fr", "--target-lang", "en"],
+                  cwd=both_sides)
+    assert result.stderr.count("records no direction") == 1 and "made for en -> fr and you decode fr -> en" in \
+        result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, words", [
+    (["--bpe-separator", "##"], "--bpe-separator ##: the data-bin's pieces end in @@ (its syntax.json)"),
+    (["--bpe", "fastbpe"], "--bpe fastbpe: the data-bin's text was segmented by subword-nmt"),
+])
+def test_raw_text_segmented_otherwise_than_the_data_bin_is_refused_unless_allowed(work, flags, words):
+    spacy_model()
+    refused = _interactive(work, "data-bin", *flags, expect_ok=False)  # its --bpe subword_nmt, then these
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    (line,) = [l for l in refused.stderr.splitlines() if ": error: " in l]
+    assert words in line and "--allow-other-data-bin" in line, line
+    allowed = _interactive(work, "data-bin", *flags, "--allow-other-data-bin", expect_ok=False)
+    assert "going on (--allow-other-data-bin)" in allowed.stderr and "Traceback" not in allowed.stderr

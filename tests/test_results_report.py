@@ -320,6 +320,23 @@ def test_noise_points_of_one_curve_are_one_runs_on_one_test_set(tmp_path, capsys
     assert not plot.exists()
 
 
+def test_a_noise_point_is_the_p_its_evaluation_records_and_one_evaluation_one_point(tmp_path, capsys):
+    plot = tmp_path / "n.png"
+    clean = _point(tmp_path, "clean", "transformer.seed1")
+    noisy = _point(tmp_path, "noisy", "transformer.seed1")
+    data = json.loads(noisy.read_text(encoding="utf-8"))
+    noisy.write_text(json.dumps(dict(data, perturbation=0.3)), encoding="utf-8")  # evaluate --data-bin records it
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={clean}",
+                        "--point", f"transformer:0.1={noisy}"]) == 1
+    assert f"{noisy}: evaluates a data-bin perturbed with p = 0.3 (its perturbation, from --data-bin), not the " \
+           "p = 0.1 its --point gives" in capsys.readouterr().err
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={clean}",
+                        "--point", f"transformer:0.9={clean}"]) == 1
+    assert "is given for two points (transformer:0=" in capsys.readouterr().err and not plot.exists()
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={clean}",
+                        "--point", f"transformer:0.3={noisy}"]) == 0
+
+
 def test_a_noise_point_must_be_one_models_evaluation(tmp_path, capsys):
     two = tmp_path / "two.json"
     two.write_text(json.dumps({"systems": [{"scores": {"BLEU": 100.0}}, {"scores": {"BLEU": 30.0}}]}))
@@ -479,3 +496,15 @@ def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert (result["arch"], result["seed"], result["updates"], result["best_valid"]["nll_loss"]) == \
         ("transformer_dep_rel", 1, 60, 3.2)
+
+
+@pytest.mark.parametrize("key, value", [("arch", "transformer_dep_rel"), ("flags", "--totally-other"),
+                                        ("max_update", 500)])
+def test_the_seeds_of_a_row_must_be_one_system(tmp_path, capsys, key, value):
+    other = fake_result("transformer", 2, REFS)
+    other[key] = value
+    folder = _folder(tmp_path, [fake_result("transformer", 1, REFS), other, fake_result("transformer_rel", 1, REFS)])
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer"]) == 1
+    err = capsys.readouterr().err
+    assert f"transformer.seed2.json: is 'transformer' seed 2 with {key} " in err and "transformer.seed1.json" in err \
+        and "the seeds of a row must be one system" in err and len(err.strip().splitlines()) == 1, err

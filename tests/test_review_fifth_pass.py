@@ -175,6 +175,8 @@ def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, 
     (["--sampling", "--sampling-topp", "1.5"], ("--sampling-topp 1.5",)),
     (["--sampling", "--sampling-topk", "0"], ("--sampling-topk 0",)),
     (["--num-shards", "0"], ("--num-shards 0", ">= 1")),
+    (["--diversity-rate", "nan"], ("--diversity-rate nan", "finite")),  # fairseq: off without a word
+    (["--lm-weight", "nan"], ("--lm-weight nan", "finite")),
     (["--shard-id", "5", "--num-shards", "2"], ("--shard-id 5", "from 0 to 1")),
     (["--shard-id", "1", "--num-shards", "2"], ("--num-shards 2", "--distributed-world-size 2 --distributed-rank 1")),
 ])

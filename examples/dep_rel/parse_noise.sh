@@ -44,8 +44,9 @@ EOF
     OMP_NUM_THREADS=$THREADS fairseq-generate "$bin" --user-dir fairseq_syntax --task syntax_translation \
       --path "$OUT/checkpoints/$run/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 128 \
       --remove-bpe --tokenizer moses --source-lang en --target-lang de > "$gen"
+    # --data-bin: the evaluation records the p of the data-bin decoded, which report noise checks against --point
     fairseq-syntax-evaluate --reference "$OUT/raw/test_2016_flickr.de" --baseline "$run=$gen" --target-lang de \
-      --quiet --json "$OUT/noise/eval.$run.p$p.json" > /dev/null
+      --data-bin "$bin" --split test --quiet --json "$OUT/noise/eval.$run.p$p.json" > /dev/null
     points+=(--point "${run%.seed*}:$p=$OUT/noise/eval.$run.p$p.json")
   done
 done

@@ -47,6 +47,9 @@ NO_BPE = "none"
 #: {file name: SHA-256 of its ids} of the data-bin's dictionaries (text, and each symbol stream's, both
 #: sides): :func:`dictionary_ids_sha256`
 DICTIONARIES = "dictionaries_sha256"
+#: [source language, target language] the model was trained to translate (not the data-bin's: ``-s fr -t en`` on
+#: an en-fr data-bin trains fr -> en); checkpoints of earlier releases have none
+DIRECTION = "direction"
 #: set by :func:`decode` to the name of a field whose value was not a hash (not compared, reported unchecked)
 MALFORMED = "_malformed"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -136,6 +139,9 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
         decoded[MALFORMED] = "bpe_codes_sha256"
     if isinstance(hashes, dict):
         decoded[DICTIONARIES] = dict(hashes)
+    direction = data.get(DIRECTION)
+    if isinstance(direction, list) and len(direction) == 2 and all(isinstance(x, str) for x in direction):
+        decoded[DIRECTION] = list(direction)
     return decoded
 
 

@@ -7,7 +7,7 @@ import logging
 from fairseq import utils
 
 from fairseq_syntax.data import provenance
-from fairseq_syntax_core.errors import DataBinError, InputError
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 from fairseq_syntax_core.fileio import check_bpe_codes
 from fairseq_syntax_core.oneline import one_line, quoted
 
@@ -26,11 +26,15 @@ class DataIdentity:
             self._data_provenance = provenance.of_data_bin(utils.split_paths(self.cfg.data)[0], self.metadata)
         return self._data_provenance
 
+    def run_provenance(self):
+        """:meth:`data_provenance` and the direction this task translates: what a checkpoint records."""
+        return dict(self.data_provenance(), **{provenance.DIRECTION: [self.cfg.source_lang, self.cfg.target_lang]})
+
     def state_dict(self):
-        """fairseq's task state, plus this data-bin's provenance: checkpoints of every model record it
+        """fairseq's task state, plus this run's provenance: checkpoints of every model record it
         (fairseq's own models take no extra args)."""
         state = dict(super().state_dict())
-        state[provenance.ARG] = provenance.encode(self.data_provenance())
+        state[provenance.ARG] = provenance.encode(self.run_provenance())
         return state
 
     def load_state_dict(self, state_dict):
@@ -48,6 +52,22 @@ class DataIdentity:
             self._provenance_warned.add(missing)
             logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
                            f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
+        direction, now = (trained or {}).get(provenance.DIRECTION), [self.cfg.source_lang, self.cfg.target_lang]
+        made = [self.metadata.get("source_lang"), self.metadata.get("target_lang")]
+        if direction is None and trained is not None and None not in made and made != now \
+                and "direction" not in self._provenance_warned:  # an earlier release's checkpoint: no direction
+            self._provenance_warned.add("direction")
+            logger.warning(f"{what} records no direction (made by an earlier release of fairseq-syntax); "
+                           f"{data_path} was made for {one_line(made[0])[:20]} -> {one_line(made[1])[:20]} and you "
+                           f"decode {one_line(str(now[0]))[:20]} -> {one_line(str(now[1]))[:20]}: is that the "
+                           "direction it was trained in?")
+        if direction is not None and direction != now:  # a joined dictionary reads either way without a word
+            message = (f"{what} translates {one_line(direction[0])[:20]} -> {one_line(direction[1])[:20]}, not "
+                       f"{one_line(str(now[0]))[:20]} -> {one_line(str(now[1]))[:20]} as asked (--source-lang, "
+                       "--target-lang, or the data-bin's syntax.json)")
+            self._refuse_unless_allowed(DataBinError(
+                data_path, None, f"{message}; decode in the direction it was trained, or give --allow-other-data-bin "
+                                 "to go on"), message)
         rule, ours = (trained or {}).get("projection"), self.data_provenance().get("projection")
         if isinstance(rule, str) and ours is not None and rule != ours:  # subword features derived another way
             message = (f"its projection rule {quoted(ours, 40)} (syntax.json) is not the {quoted(rule, 40)} {what} "
@@ -64,11 +84,12 @@ class DataIdentity:
             data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
                              "or give --allow-other-data-bin to go on"), message)
 
-    def _refuse_unless_allowed(self, error: InputError, message: str) -> None:
+    def _refuse_unless_allowed(self, error: Exception, message: str) -> None:
         """Raise ``error``; with ``--allow-other-data-bin``, warn with ``message`` instead."""
         if not getattr(self.cfg, "allow_other_data_bin", False):
             raise error
-        logger.warning(f"{error.path}: {message}; going on (--allow-other-data-bin)")
+        where = f"{error.path}: " if getattr(error, "path", None) else ""
+        logger.warning(f"{where}{message}; going on (--allow-other-data-bin)")
 
     def build_bpe(self, args):
         """fairseq's, after :meth:`check_applied_bpe` (fairseq-interactive and -generate call it)."""
@@ -85,6 +106,23 @@ class DataIdentity:
         if name is None and not self.datasets:  # raw text left whole: a model of BPE pieces sees <unk>s
             self._check_unsegmented()
             return
+        recorded = self.metadata.get("bpe") if isinstance(self.metadata.get("bpe"), dict) else {}
+        data_path = utils.split_paths(self.cfg.data)[0]
+        if name is not None and name != "subword_nmt" and recorded.get("name") == "subword_nmt":
+            message = (f"--bpe {one_line(str(name))[:40]}: the data-bin's text was segmented by subword-nmt (its "
+                       "syntax.json), so the model knows its pieces only")
+            self._refuse_unless_allowed(UsageError(
+                f"{message}; give --bpe subword_nmt --bpe-codes {one_line(data_path)}/bpe.codes, or "
+                "--allow-other-data-bin to go on"), message)
+            return
+        separator, ours = getattr(bpe_cfg, "bpe_separator", None), recorded.get("separator")
+        if name == "subword_nmt" and isinstance(separator, str) and isinstance(ours, str) and separator != ours:
+            message = (f"--bpe-separator {one_line(separator)[:20]}: the data-bin's pieces end in "
+                       f"{one_line(ours)[:20]} (its syntax.json): segmented or joined so, the model would see other "
+                       "pieces and the output would keep them")
+            self._refuse_unless_allowed(UsageError(
+                f"{message}; leave --bpe-separator out (fairseq's default, {one_line(ours)[:20]}), or give "
+                "--allow-other-data-bin to go on"), message)
         if name != "subword_nmt" or _missing(bpe_cfg, "bpe_codes"):  # fairseq names a missing --bpe-codes
             return
         path = getattr(bpe_cfg, "bpe_codes", None)

@@ -35,6 +35,7 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core.errors import DataBinError, UsageError
+from fairseq_syntax_core.names import LANGUAGE, name_problem
 from fairseq_syntax_core.shards import missing_shards
 
 from .config import SyntaxTranslationConfig, _is_syntax_model, _missing, _set_arg, check_config  # noqa: F401
@@ -102,6 +103,10 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         # data-bin/shard0:data-bin/shard1:...: fairseq reads one per epoch with shard 0's dictionaries
         for warning in check_epoch_paths(utils.split_paths(cfg.data), metadata):
             logger.warning(warning)
+        for flag, lang in (("--source-lang", cfg.source_lang), ("--target-lang", cfg.target_lang)):
+            problem = None if lang is None else name_problem(LANGUAGE, lang)
+            if problem is not None:  # the command line's, or a checkpoint's stored one (the hub): a file name part
+                raise UsageError(f"{flag} (given, or stored in the checkpoint's settings): {problem}")
         if cfg.source_lang is None and cfg.target_lang is None and "source_lang" in metadata:
             cfg.source_lang, cfg.target_lang = metadata["source_lang"], metadata.get("target_lang")
         for lang in (cfg.source_lang, cfg.target_lang):
@@ -307,7 +312,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             if trained is not None:
                 self._check_data_bin(trained, f"the checkpoint fairseq-train restores ({restored})")
             if _is_syntax_model(cfg):
-                _set_arg(cfg, provenance.ARG, provenance.encode(self.data_provenance()))
+                _set_arg(cfg, provenance.ARG, provenance.encode(self.run_provenance()))
         settings = vars(cfg) if isinstance(cfg, argparse.Namespace) else {}
         problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
         if problem is not None:  # every model of the task (fairseq's own too), before it allocates
@@ -438,10 +443,10 @@ def _check_search(args, vocabulary: Optional[int] = None) -> None:
         raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
     if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
         raise UsageError(f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
-    for name in ("lenpen", "unkpen"):
-        value = getattr(args, name, 0)
+    for name in ("lenpen", "unkpen", "diversity_rate", "diverse_beam_strength", "lm_weight"):
+        value = getattr(args, name, 0)  # NaN: fairseq's "> -1" or "!= 0" tests read it as off, or score with it
         if isinstance(value, (int, float)) and not math.isfinite(value):
-            raise UsageError(f"--{name} {value}: expected a finite number")
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite number")
     temperature = getattr(args, "temperature", 1.0)
     if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
         raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")

@@ -95,14 +95,9 @@ class SyntaxTransformerModel(TransformerModel):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub loader, returning a hub interface that parses the user's own text."""
-        from fairseq import hub_utils
+        from fairseq_syntax.hub import load_hub
 
-        from fairseq_syntax.hub import SyntaxHubInterface
-
-        x = hub_utils.from_pretrained(
-            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
-        )
-        return SyntaxHubInterface(x["args"], x["task"], x["models"])
+        return load_hub(cls, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
 
     def syntax_inputs(self) -> Set[str]:
         """Side inputs (keys of ``net_input['src_syntax']``) this model consumes."""
