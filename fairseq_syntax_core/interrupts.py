@@ -365,9 +365,6 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
         return " ".join(text.split())  # fairseq_cli's own argument checks: their message is the line
     tops = [m.split(".")[0] for m in modules]
     last_fairseq = max((k for k, top in enumerate(tops) if top in ("fairseq", "fairseq_cli")), default=-1)
-    if isinstance(error, AssertionError) and not text.strip() and last_fairseq >= 0:  # a bare assert: its source
-        frame = frames[last_fairseq]
-        text = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno).strip()
     if last_fairseq >= 0 and text.strip() and isinstance(error, _FAIRSEQ_SETTING_ERRORS) \
             and not isinstance(error, UserError) and "fairseq_cli" in tops \
             and not any(top.startswith("fairseq_syntax") for top in tops[last_fairseq:]):
