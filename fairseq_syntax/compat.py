@@ -133,7 +133,7 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         try:
             state = original(path, arg_overrides, load_on_all_ranks)
             checkpoint_loader.last_read = os.fspath(path)  # names the file if its weights do not fit
-            return state
+            return checkpoint_loader.drop_file_settings(state)  # pretrained-embedding files: never opened
         except READ_ERRORS as error:
             if isinstance(error, FileNotFoundError):
                 raise

@@ -309,6 +309,15 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if name in evaluations:
                 parser.error(f"--eval: test set {quoted(name)} given twice")
             evaluations[name], eval_paths[name] = read_evaluation(path), path
+            test = (evaluations[name].get("reference"), evaluations[name]["sentences"])
+            for other in list(evaluations)[:-1]:
+                if (evaluations[other].get("reference"), evaluations[other]["sentences"]) == test:
+                    raise InputError(path, None, f"scores the reference {quoted(test[0], 80)} ({test[1]} sentences), "
+                                     f"as the --eval of {quoted(other, 40)} does: one evaluation per test set")
+            reference = test[0]
+            if isinstance(reference, str) and name not in os.path.basename(reference):
+                print(f"{PROG}: warning: --eval {one_line(name)[:40]}: {one_line(path)} scores the reference "
+                      f"{quoted(reference, 80)}, whose name is not the test set's: is it that test set?", file=sys.stderr)
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
         facts = checkpoint_facts(args.save_dir)

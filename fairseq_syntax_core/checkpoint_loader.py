@@ -31,7 +31,7 @@ import os
 import pickle
 import re
 import zipfile
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, MutableMapping, Optional
 
 import numpy as np
 import torch
@@ -285,6 +285,27 @@ def check_fairseq_state(path: str, state: Any) -> Any:
     problem = size_problem(state) or interpolation_problem(state)
     if problem is not None:
         raise CheckpointError(os.fspath(path), None, problem + _USE_ANOTHER)
+    drop_file_settings(state)
+    return state
+
+
+#: model settings naming a file fairseq reads while it builds the model (pretrained embeddings): a checkpoint's
+#: weights replace what they would load, so a stored one is dropped, never opened (a FIFO would hang the load)
+FILE_SETTINGS = ("encoder_embed_path", "decoder_embed_path")
+
+
+def drop_file_settings(state: Any) -> Any:
+    """``state`` with the :data:`FILE_SETTINGS` of its ``cfg['model']`` and ``args`` set to None (in place; also
+    in fairseq's own reading of it, where ``cfg`` is an omegaconf DictConfig)."""
+    if not isinstance(state, Mapping):
+        return state
+    cfg = state.get("cfg")
+    for settings in (cfg.get("model") if isinstance(cfg, Mapping) else None, state.get("args")):
+        for key in FILE_SETTINGS:
+            if isinstance(settings, argparse.Namespace) and getattr(settings, key, None) is not None:
+                setattr(settings, key, None)
+            elif isinstance(settings, MutableMapping) and settings.get(key) is not None:
+                settings[key] = None
     return state
 
 

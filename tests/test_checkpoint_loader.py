@@ -167,6 +167,26 @@ def test_from_pretrained_names_the_checkpoint_whose_settings_name_another_task(t
         "syntax_translation provides (the checkpoint's settings name --task translation)")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["encoder_embed_path", "decoder_embed_path"])
+def test_a_pretrained_embedding_file_a_checkpoint_names_is_never_opened(tmp_path, key):
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2")
+    os.mkfifo(tmp_path / "fifo")  # fairseq's parse_embedding would wait on it for ever
+    state = load_fairseq_checkpoint(os.path.join(release, "checkpoints", "transformer_dep_rel.pt"))
+    setattr(state["cfg"]["model"], key, str(tmp_path / "fifo"))
+    torch.save(state, tmp_path / "model.pt")
+    argv = [tool("fairseq-generate"), os.path.join(release, "data-bin"), "--user-dir", "fairseq_syntax", "--task",
+            "syntax_translation", "--gen-subset", "test", "--beam", "1", "--batch-size", "4"]
+    edited = call(argv + ["--path", str(tmp_path / "model.pt")], cwd=str(tmp_path))
+    clean = call(argv + ["--path", os.path.join(release, "checkpoints", "transformer_dep_rel.pt")], cwd=str(tmp_path))
+    assert [l for l in edited.stdout.splitlines() if l.startswith("H-")] == \
+        [l for l in clean.stdout.splitlines() if l.startswith("H-")]  # the weights, as without the setting
+
+
 # ------------------------------------------------------------------------------ no other reader
 #: ways to unpickle a file; every one is allowed in the loader module only
 UNPICKLING = [re.compile(p) for p in (

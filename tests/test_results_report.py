@@ -491,6 +491,25 @@ def test_record_refuses_what_belongs_to_another_run_of_the_same_arch_and_seed(tm
     assert not (tmp_path / "r.json").exists()
 
 
+def test_record_refuses_one_evaluation_for_two_test_sets_and_warns_of_a_reference_of_another_name(tmp_path, capsys):
+    import shutil
+
+    assert _record_run(tmp_path) == 0
+    capsys.readouterr()
+    data = json.loads((tmp_path / "ev.json").read_text(encoding="utf-8"))
+    (tmp_path / "ev.json").write_text(json.dumps(dict(data, reference="raw/test_2016_flickr.de")), encoding="utf-8")
+    shutil.copy(tmp_path / "ev.json", tmp_path / "ev2.json")
+    (tmp_path / "r.json").unlink()
+    argv = ["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", "60", "--save-dir",
+            str(tmp_path / "ck"), "--eval", f"test_2016_flickr={tmp_path / 'ev.json'}", "--out", str(tmp_path / "r.json"),
+            "--commit", "x"]
+    assert rs.cli_main(argv + ["--eval", f"test_2017={tmp_path / 'ev2.json'}"]) == 1
+    assert f"{tmp_path / 'ev2.json'}: scores the reference 'raw/test_2016_flickr.de' (1 sentences), as the --eval " \
+           "of 'test_2016_flickr' does" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
+    assert rs.cli_main(argv[:9] + ["--eval", f"test_2017_mscoco={tmp_path / 'ev.json'}"] + argv[11:]) == 0
+    assert "--eval test_2017_mscoco: " in capsys.readouterr().err  # warned: a reference of another name
+
+
 def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
     assert _record_run(tmp_path) == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))

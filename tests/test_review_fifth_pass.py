@@ -177,6 +177,7 @@ def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, 
     (["--num-shards", "0"], ("--num-shards 0", ">= 1")),
     (["--diversity-rate", "nan"], ("--diversity-rate nan", "finite")),  # fairseq: off without a word
     (["--lm-weight", "nan"], ("--lm-weight nan", "finite")),
+    (["--max-len-a", "inf"], ("--max-len-a inf", "finite length")),  # fairseq: OverflowError, no flag named
     (["--shard-id", "5", "--num-shards", "2"], ("--shard-id 5", "from 0 to 1")),
     (["--shard-id", "1", "--num-shards", "2"], ("--num-shards 2", "--distributed-world-size 2 --distributed-rank 1")),
 ])

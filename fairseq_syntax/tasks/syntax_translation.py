@@ -452,8 +452,8 @@ def _check_search(args, vocabulary: Optional[int] = None) -> None:
         raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")
     for name in ("max_len_a", "max_len_b"):
         value = getattr(args, name, 0)
-        if isinstance(value, (int, float)) and not value >= 0:  # NaN fails too
-            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a length >= 0 "
+        if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):  # NaN fails too
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite length >= 0 "
                              "(the longest translation is max-len-a * source length + max-len-b)")
     # fairseq samples from the top p (top k) only when the value is > 0: NaN, 0 and other negatives than its
     # default -1 would sample from the whole distribution without a word; p > 1 is no probability mass
