@@ -141,24 +141,9 @@ def training_settings_error(cfg) -> Optional[str]:
     return None
 
 
-#: fairseq-train's limits and intervals: (section, key, least, what the least means or the default is)
-LIMITS = (
-    ("optimization", "max_update", 0, "0, fairseq's default: no limit"),
-    ("optimization", "max_epoch", 0, "0, fairseq's default: no limit"),
-    ("dataset", "validate_interval", 1, "fairseq's default: 1, every epoch"),
-    ("checkpoint", "save_interval", 1, "fairseq's default: 1, every epoch"),
-    ("common", "log_interval", 1, "fairseq's default: 100 updates"),
-)
-
-
 def _limits_error(cfg) -> Optional[str]:
-    """``--max-update``/``--max-epoch`` below 0 (fairseq stops after one update, or trains nothing, and exits 0),
-    ``--validate-interval``/``--save-interval``/``--log-interval`` below 1 (a ZeroDivisionError, for the first two
-    after a whole epoch), ``--weight-decay`` negative or not finite (NaN weights from the first step)."""
-    for section, key, least, meaning in LIMITS:
-        value = getattr(getattr(cfg, section, None), key, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value < least:
-            return f"--{key.replace('_', '-')} {value}: expected a count >= {least} ({meaning})"
+    """``--weight-decay`` negative or not finite (NaN weights from the first step); the counts and intervals are
+    :data:`fairseq_syntax.optimizer_settings.COUNTS`."""
     decay = getattr(getattr(cfg, "optimizer", None), "weight_decay", None)
     if isinstance(decay, (int, float)) and not isinstance(decay, bool) and not (math.isfinite(decay) and decay >= 0):
         return f"--weight-decay {_number(decay)}: expected a finite weight decay >= 0 (0, fairseq's default: none)"

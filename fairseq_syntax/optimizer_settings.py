@@ -19,8 +19,16 @@ import copy
 import math
 from typing import Optional, Tuple
 
-#: (section, key, least, what fairseq's default means): counts that may also be None (not given)
+#: (section, key, least, what fairseq's default means): counts and intervals (None: not given).
+#: ``--max-update``/``--max-epoch`` below 0: fairseq stops after one update, or trains nothing, and exits 0;
+#: ``--validate-interval``/``--save-interval``/``--log-interval`` below 1: a ZeroDivisionError, the first two after
+#: a whole epoch
 COUNTS = (
+    ("optimization", "max_update", 0, "0, fairseq's default: no limit"),
+    ("optimization", "max_epoch", 0, "0, fairseq's default: no limit"),
+    ("dataset", "validate_interval", 1, "fairseq's default: 1, every epoch"),
+    ("checkpoint", "save_interval", 1, "fairseq's default: 1, every epoch"),
+    ("common", "log_interval", 1, "fairseq's default: 100 updates"),
     ("dataset", "batch_size", 1, "not given: --max-tokens alone sizes the batches"),
     ("dataset", "batch_size_valid", 1, "not given: --batch-size"),
     ("dataset", "max_tokens", 1, "not given: --batch-size alone sizes the batches"),
