@@ -78,8 +78,83 @@ class LabelPairBias(AttentionComponent):
         return batch.get("labels", "the label-pair bias")
 '''
 
+OUTPUT_WITH_LOSS = '''"""Predicting each source token's dependency label from the encoder states (a toy auxiliary task)."""
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Set
+
+import math
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq.logging import metrics
+
+from ..options import opt
+from .auxiliary import AuxiliaryLoss, OutputComponent, SOURCE_PADDING_KEY, register_loss, register_output
+from .base import BuildContext, EncoderBatch
+
+
+@dataclass
+class LabelTaggingOptions:
+    label_tagging: bool = opt(False, "predict each source token's dependency label from the encoder states")
+
+
+@dataclass
+class LabelTaggingLossOptions:
+    label_tagging_weight: float = opt(1.0, "weight of the label-tagging cross-entropy")
+
+
+@register_output
+class LabelTagger(OutputComponent):
+    name = "label_tagger"
+    output_key = "src_label_logits"
+    options = LabelTaggingOptions
+
+    def __init__(self, dim: int, num_labels: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, num_labels)
+
+    @classmethod
+    def build(cls, ctx: BuildContext) -> Optional["LabelTagger"]:
+        if not ctx.cfg.label_tagging:
+            return None
+        return cls(ctx.model_dim, ctx.require_vocab(("syntax_num_labels",), "--label-tagging")["syntax_num_labels"])
+
+    def inputs(self) -> Set[str]:
+        return {"labels"}
+
+    def forward(self, states: Tensor, batch: EncoderBatch) -> Tensor:
+        return self.proj(states).transpose(0, 1)
+
+
+@register_loss
+class LabelTaggingLoss(AuxiliaryLoss):
+    output_key = "src_label_logits"
+    prefix = "label_"
+    options = LabelTaggingLossOptions
+
+    def terms(self, model: Any, net_output: Any, sample: Dict[str, Any], task: Any, settings: Any) -> Dict[str, Tensor]:
+        logits = net_output[1][self.output_key][0]
+        gold = sample["net_input"]["src_syntax"]["labels"].to(logits.device)
+        counted = ~net_output[1][SOURCE_PADDING_KEY][0]
+        loss = F.cross_entropy(logits[counted].float(), gold[counted], reduction="sum")
+        return {"xent": loss, "correct": (logits.argmax(-1).eq(gold) & counted).sum(), "tokens": counted.sum()}
+
+    def weighted(self, terms: Mapping[str, Tensor], settings: Any) -> Dict[str, Tensor]:
+        return {"label_xent": settings.label_tagging_weight * terms["xent"]}
+
+    def reduce_metrics(self, logging_outputs: List[Dict[str, Any]]) -> None:
+        tokens = sum(log.get("label_tokens", 0) for log in logging_outputs)
+        if tokens > 0:
+            correct = sum(log.get("label_correct", 0) for log in logging_outputs)
+            metrics.log_scalar("label_acc", 100.0 * correct / tokens, tokens, round=2)
+'''
+
 PRESET_ROW = '''    ("transformer_label_bias_iwslt_de_en", small, "A learned bias per dependency label pair, layer 0.",
      {"label_bias_layers": "0"}),
+    ("transformer_label_tagging_iwslt_de_en", small, "Tagging dependency labels from the encoder states.",
+     {"label_tagging": True}),
 '''
 
 
@@ -91,6 +166,7 @@ def extended_plugin(tmp_path_factory):
     shutil.copytree(os.path.join(REPO, "fairseq_syntax"), plugin,
                     ignore=shutil.ignore_patterns("__pycache__"))
     (plugin / "models" / "syntax_transformer" / "components" / "label_pair_bias.py").write_text(COMPONENT)
+    (plugin / "models" / "syntax_transformer" / "components" / "label_tagging.py").write_text(OUTPUT_WITH_LOSS)
     architectures = plugin / "models" / "syntax_transformer" / "architectures.py"
     text = architectures.read_text()
     end = "\n]\n\n\ndef _architecture("
@@ -139,6 +215,27 @@ def test_one_module_and_one_preset_row_train_decode_save_and_load(multi30k_bin, 
                         "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
                         os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
     assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+
+
+@pytest.mark.slow
+def test_an_output_and_its_loss_are_one_module_the_criterion_adds_generically(multi30k_bin, extended_plugin, tmp_path):
+    """A training-only output with its own loss and weight: the criterion adds it without knowing it."""
+    data, save = str(multi30k_bin), str(tmp_path / "ck")
+    common = ["--user-dir", extended_plugin, "--task", "syntax_translation"]
+    train = [tool("fairseq-train"), data, *common, "--arch", "transformer_label_tagging_iwslt_de_en", *CLI_TINY,
+             "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500", "--save-dir", save,
+             "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", "--log-format", "simple",
+             "--log-interval", "1", "--criterion", "label_smoothed_cross_entropy_with_auxiliary",
+             "--label-smoothing", "0.1", "--label-tagging-weight", "0.5", "--max-update", "4"]
+    trained = _run(train, cwd=str(tmp_path))
+    assert "label_acc=" in trained.stderr + trained.stdout  # its metric, reduced by the loss itself
+    refused = subprocess.run(train[:-1] + ["5", "--label-tagging-weight", "x"], cwd=str(tmp_path),
+                             env=dict(os.environ, PYTHONPATH=""), capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "--label-tagging-weight" in refused.stderr
+    checkpoint = os.path.join(save, "checkpoint_last.pt")
+    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
+                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
+    assert any(line.startswith("H-") for line in generated.stdout.splitlines())  # decoding asks for no outputs
 
 
 def test_an_option_name_taken_by_another_component_is_refused():

@@ -286,7 +286,7 @@ def test_syntax_inputs_per_arch(arch, extra, inputs):
 @pytest.mark.parametrize("arch,extra,extra_parameters", [
     ("syntax_transformer", [], set()),
     ("transformer_nsd", ["--nsd-input", "none", "--nsd-spe-lambda", "0", "--no-nsd-predict"], set()),
-    ("transformer_nsd", [], {"encoder.input_components.", "encoder.nsd_predictor."}),
+    ("transformer_nsd", [], {"encoder.input_components.", "encoder.output_components.nsd_predict."}),
     ("transformer_syntax_embed", ["--syntax-features", "parent"], {"encoder.input_components."}),
     ("transformer_dep_rel", ["--encoder-layers", "2"], {"encoder.layers.0.attention_terms.",
                                                        "encoder.layers.1.attention_terms.",

@@ -21,10 +21,7 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.quant_noise import quant_noise as apply_quant_noise_
 from fairseq.utils import safe_getattr
 
-from fairseq_syntax.data.syntax_features import PHRASE_FEATURES
-from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, DistancePredictor
-
-from .components import ATTENTION_COMPONENTS, INPUT_COMPONENTS, BuildContext, EncoderBatch
+from .components import ATTENTION_COMPONENTS, INPUT_COMPONENTS, OUTPUT_COMPONENTS, BuildContext, EncoderBatch
 from .config import SyntaxModelConfig, encoder_width
 from .layers import SyntaxEncoderLayer, wrap_layer
 
@@ -44,6 +41,7 @@ _RENAMED_PARAMETERS: List[Tuple[str, str]] = [
     (r"nsd_embed\.", r"input_components.nsd_input.embed."),
     (r"syntax_embed\.", r"input_components.features.embed."),
     (r"structural_pe\.", r"input_components.structural_position.embed."),
+    (r"nsd_predictor\.", r"output_components.nsd_predict."),  # 0.2-0.3: the predictor was wired by hand
 ]
 
 
@@ -87,7 +85,8 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
 
     ``input_components`` and ``attention_components`` hold the components the options turn on,
     by name; each layer holds its parts of the attention components (``attention_terms``).
-    With ``--nsd-predict``, ``nsd_predictor`` predicts each token's distance (Ma et al. 2019, eq. 11).
+    ``output_components`` read the final states for the training losses (with ``--nsd-predict``,
+    ``nsd_predict``: each token's distance, Ma et al. 2019, eq. 11).
     """
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens: nn.Embedding, return_fc: bool = False):
@@ -99,6 +98,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         if sum(c.stage == "positions" for c in inputs) > 1:
             raise ValueError("at most one component may replace the positional embedding")
         attention = [c for c in (cls.build(ctx) for cls in ATTENTION_COMPONENTS) if c]
+        outputs = [c for c in (cls.build(ctx) for cls in OUTPUT_COMPONENTS) if c]
         self._attention_list = attention  # read by build_encoder_layer during fairseq's __init__
         self._next_layer_idx = 0
         super().__init__(with_encoder_dim(cfg, ctx.model_dim), dictionary, embed_tokens, return_fc=return_fc)
@@ -109,12 +109,20 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         self.model_dim = ctx.model_dim
         self.input_components = nn.ModuleDict({c.name: c for c in inputs})
         self.attention_components = nn.ModuleDict({c.name: c for c in attention})
+        self.output_components = nn.ModuleDict({c.name: c for c in outputs})
         if self.model_dim != word_dim:
             self._resize(cfg, self.model_dim)
-        self.nsd_key: Optional[str] = ctx.cfg.nsd_key if ctx.cfg.nsd_predict else None
-        self.nsd_predictor: Optional[DistancePredictor] = (
-            DistancePredictor(self.model_dim, ctx.cfg.nsd_max_distance) if ctx.cfg.nsd_predict else None
-        )
+
+    @property
+    def nsd_predictor(self) -> Optional[nn.Module]:
+        """The source distance predictor (``--nsd-predict``, Ma et al. 2019, eq. 11), or None."""
+        return self.output_components["nsd_predict"] if "nsd_predict" in self.output_components else None
+
+    @property
+    def nsd_key(self) -> Optional[str]:
+        """The ``src_syntax`` key of the distances the predictor learns (None without ``--nsd-predict``)."""
+        predictor = self.nsd_predictor
+        return predictor.key if predictor is not None else None
 
     def _resize(self, cfg: TransformerConfig, dim: int) -> None:
         """fairseq sized these by the word embedding; the input is now ``dim`` wide."""
@@ -140,14 +148,11 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return wrap_layer(layer, cfg)
 
     def syntax_inputs(self) -> Set[str]:
-        """Keys of ``src_syntax`` consumed by this encoder (and by its NSD loss)."""
+        """Keys of ``src_syntax`` consumed by this encoder's components (and by their outputs' losses)."""
         keys: Set[str] = set()
-        for component in list(self.input_components.values()) + list(self.attention_components.values()):
-            keys |= component.inputs()
-        if self.nsd_key is not None:
-            keys.add(self.nsd_key)
-            if self.nsd_key + "_mask" in PHRASE_FEATURES:  # constituency: which lines have a tree (the loss mask)
-                keys.add(self.nsd_key + "_mask")
+        for parts in (self.input_components, self.attention_components, self.output_components):
+            for component in parts.values():
+                keys |= component.inputs()
         return keys
 
     def component_layers(self, name: str) -> Tuple[int, ...]:
@@ -202,15 +207,15 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
-        return_nsd: bool = True,
+        return_outputs: bool = True,
     ):
         """See fairseq ``TransformerEncoderBase.forward``; ``src_syntax`` as above.
 
-        With ``--nsd-predict`` (and ``return_nsd``) the output dict also holds
-        ``"src_nsd_logits": [B x T x (2D+1)]``, the logits of Ma et al. 2019, eq. 11.
+        With ``return_outputs`` the output dict also holds each output component's output under its
+        ``output_key`` (``--nsd-predict``: ``"src_nsd_logits": [B x T x (2D+1)]``, Ma et al. 2019, eq. 11).
         """
         return self.forward_scriptable(
-            src_tokens, src_lengths, return_all_hiddens, token_embeddings, src_syntax, return_nsd
+            src_tokens, src_lengths, return_all_hiddens, token_embeddings, src_syntax, return_outputs
         )
 
     def forward_scriptable(
@@ -220,7 +225,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         src_syntax: Optional[Dict[str, Tensor]] = None,
-        return_nsd: bool = True,
+        return_outputs: bool = True,
     ):
         batch = EncoderBatch(src_tokens, src_syntax, self.padding_idx)
         prepared = {name: c.prepare(batch) for name, c in self.attention_components.items()}
@@ -260,17 +265,23 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
             "src_tokens": [],
             "src_lengths": [src_lengths],
         }
-        if return_nsd and self.nsd_predictor is not None:
-            out[NSD_LOGITS_KEY] = [self.nsd_predictor(x).transpose(0, 1)]  # B x T x (2D+1), eq. 11
+        if return_outputs:
+            for component in self.output_components.values():
+                out[component.output_key] = [component(x, batch)]  # batch first
         return out
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
-        """fairseq's reordering, keeping the NSD logits when present."""
+        """fairseq's reordering, keeping the output components' outputs when present."""
         new = super().reorder_encoder_out(encoder_out, new_order)
-        if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
-            new[NSD_LOGITS_KEY] = [encoder_out[NSD_LOGITS_KEY][0].index_select(0, new_order)]
+        for key in self.output_keys():
+            if len(encoder_out.get(key, [])) > 0:
+                new[key] = [encoder_out[key][0].index_select(0, new_order)]
         return new
+
+    def output_keys(self) -> List[str]:
+        """The keys under which the output components put their outputs."""
+        return [component.output_key for component in self.output_components.values()]
 
     def forward_torchscript(self, net_input: Dict[str, Any]):
         """Used by ``SequenceGenerator``; ``src_syntax`` (a nested dict) keeps it on the eager path."""
@@ -280,7 +291,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
     def forward_non_torchscript(self, net_input: Dict[str, Any]):
         # the decoder's inputs (tgt_syntax: target-side NSD) are not the encoder's
         encoder_input = {k: v for k, v in net_input.items() if k not in ("prev_output_tokens", "tgt_syntax")}
-        return self.forward(**encoder_input, return_nsd=False)  # decoding needs no NSD logits
+        return self.forward(**encoder_input, return_outputs=False)  # decoding needs no training outputs
 
     def upgrade_state_dict_named(self, state_dict, name):
         """fairseq's upgrades, then the parameter paths of 0.1 checkpoints moved to the components."""

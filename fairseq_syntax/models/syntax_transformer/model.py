@@ -17,8 +17,8 @@ from fairseq_syntax_core.checkpoint_loader import state_dict_mismatch
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.vocabulary import SUBWORD_LABEL
-from fairseq_syntax.modules.syntactic_distance import NSD_LOGITS_KEY, NSD_MASK_KEY
 
+from .components.auxiliary import SOURCE_PADDING_KEY
 from .config import ModelOptionError, add_syntax_args
 from .decoder import SyntaxTransformerDecoder
 from .encoder import SyntaxTransformerEncoder, encoder_model_dim, with_encoder_dim
@@ -122,9 +122,9 @@ class SyntaxTransformerModel(TransformerModel):
     ):
         """fairseq's forward; returns ``(decoder_out, extra)``.
 
-        With ``--nsd-predict``, ``extra`` also holds the encoder's eq. 11 logits under
-        ``"src_nsd_logits"`` (``[B x T x (2D+1)]``) and the source padding mask under
-        ``"src_nsd_padding_mask"`` (``[B x T]``), for ``label_smoothed_cross_entropy_with_nsd``.
+        ``extra`` also holds the encoder's output components' outputs (``--nsd-predict``: eq. 11
+        logits under ``"src_nsd_logits"``, ``[B x T x (2D+1)]``) and, with any, the source padding mask
+        under ``"src_nsd_padding_mask"`` (``[B x T]``), for the criterion's auxiliary losses.
         ``tgt_syntax``: the decoder input's gold distances (target-side NSD, see :mod:`.decoder`);
         with ``--nsd-target-predict`` ``extra["tgt_nsd_logits"]`` holds the decoder's eq. 11 logits.
         """
@@ -141,9 +141,11 @@ class SyntaxTransformerModel(TransformerModel):
             return_all_hiddens=return_all_hiddens,
             tgt_syntax=tgt_syntax,
         )
-        if len(encoder_out.get(NSD_LOGITS_KEY, [])) > 0:
-            decoder_out[1][NSD_LOGITS_KEY] = encoder_out[NSD_LOGITS_KEY]
-            decoder_out[1][NSD_MASK_KEY] = encoder_out["encoder_padding_mask"]
+        outputs = [key for key in self.encoder.output_keys() if len(encoder_out.get(key, [])) > 0]
+        for key in outputs:  # the output components' (--nsd-predict), for the criterion's losses
+            decoder_out[1][key] = encoder_out[key]
+        if outputs:
+            decoder_out[1][SOURCE_PADDING_KEY] = encoder_out["encoder_padding_mask"]
         return decoder_out
 
 

@@ -1,7 +1,8 @@
 """Encoder components of ``syntax_transformer`` (see :mod:`.base`); importing registers them all.
 
 Registry order is application order: input components in :mod:`.inputs`; attention components
-:mod:`.relative` (Shaw, dependency depth, structural), :mod:`.gps`, :mod:`.pascal`. Every other
+:mod:`.relative` (Shaw, dependency depth, structural), :mod:`.gps`, :mod:`.pascal`; output
+components and their losses (:mod:`.auxiliary`) in :mod:`.nsd_prediction`. Every other
 module of this package is imported after them, in name order: a new component is one module
 dropped here (with its options dataclass and a preset row in :mod:`..architectures`).
 """
@@ -23,9 +24,18 @@ from .base import (  # noqa: F401
     register_input,
     register_options,
 )
-from . import nsd, inputs, relative, gps, pascal  # noqa: F401,E402
+from .auxiliary import (  # noqa: F401
+    AUXILIARY_LOSSES,
+    LOSS_OPTION_CLASSES,
+    OUTPUT_COMPONENTS,
+    AuxiliaryLoss,
+    OutputComponent,
+    register_loss,
+    register_output,
+)
+from . import nsd, inputs, relative, gps, pascal, nsd_prediction  # noqa: F401,E402
 
-_BUILT_IN = {"base", "nsd", "inputs", "relative", "gps", "pascal"}
+_BUILT_IN = {"base", "auxiliary", "nsd", "inputs", "relative", "gps", "pascal", "nsd_prediction"}
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _module not in _BUILT_IN and not _module.startswith("_"):
         importlib.import_module(f"{__name__}.{_module}")
