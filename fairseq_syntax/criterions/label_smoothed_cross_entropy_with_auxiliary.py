@@ -11,7 +11,7 @@ like fairseq's token-summed NMT loss, so the trainer's division by the sample si
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from torch import Tensor
 
@@ -27,7 +27,7 @@ from fairseq_syntax.models.syntax_transformer.components.auxiliary import extra_
 from fairseq_syntax_core.errors import UsageError
 
 __all__ = ["LabelSmoothedCrossEntropyWithAuxiliaryConfig", "LabelSmoothedCrossEntropyWithAuxiliaryCriterion",
-           "LossSettings", "loss_settings"]
+           "LossSettings", "loss_settings", "auxiliary_problem"]
 
 
 @dataclass
@@ -126,3 +126,16 @@ class LabelSmoothedCrossEntropyWithAuxiliaryCriterion(LabelSmoothedCrossEntropyC
         super().reduce_metrics(logging_outputs)
         for loss in AUXILIARY_LOSSES:
             loss.reduce_metrics(logging_outputs)
+
+
+def auxiliary_problem(criterion: Any, name: str, outputs: Optional[Set[str]], models: Iterable[str]) -> Optional[str]:
+    """Why ``criterion`` cannot train models whose training-only outputs are ``outputs`` (None: it can,
+    or no model was built yet): a criterion of auxiliary losses scores none of them."""
+    if outputs is None or not isinstance(criterion, LabelSmoothedCrossEntropyWithAuxiliaryCriterion):
+        return None
+    if any(loss.output_key in outputs for loss in AUXILIARY_LOSSES):
+        return None
+    scored = ", ".join(sorted({loss.output_key for loss in AUXILIARY_LOSSES}))
+    return (f"--criterion {name}: --arch {', '.join(sorted(set(models)))} returns none of the "
+            f"outputs its losses score ({scored}): use an architecture that predicts them (e.g. transformer_nsd, "
+            "transformer_nsd_target; or --nsd-predict, --nsd-target-predict), or --criterion label_smoothed_cross_entropy")

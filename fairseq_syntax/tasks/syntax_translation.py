@@ -11,6 +11,7 @@ from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 
+from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import auxiliary_problem
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
@@ -74,6 +75,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         self.stream_names = list(metadata.get(PARSED_LANGS_KEY, {}).get(cfg.source_lang, []))
         self.stream_dictionaries = dict(stream_dictionaries or {LABEL.name: label_dict, POS.name: pos_dict})
         self.syntax_requested: Set[str] = set()
+        #: the training-only outputs of the models built (``training_outputs()``), for the criterion's check
+        self._training_outputs: Optional[Set[str]] = None
+        self._model_names: List[str] = []
         #: the target streams this data-bin holds (``--target-parser``; empty: the target was not parsed),
         #: their dictionaries, and the target features the models asked for (``target_syntax_inputs()``)
         self.target_stream_names = list(metadata.get(PARSED_LANGS_KEY, {}).get(cfg.target_lang, [])) \
@@ -321,7 +325,20 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
+        outputs = getattr(model, "training_outputs", None)
+        self._training_outputs = (self._training_outputs or set()) | set(outputs() if callable(outputs) else ())
+        self._model_names.append(str(getattr(cfg, "arch", None) or getattr(cfg, "_name", "the model")))
         return model
+
+    def build_criterion(self, cfg, from_checkpoint: bool = False):
+        """fairseq's; a criterion of auxiliary losses with a model that returns none of their outputs is
+        refused here, before the first batch (:func:`~fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary.auxiliary_problem`)."""
+        criterion = super().build_criterion(cfg, from_checkpoint) if from_checkpoint else super().build_criterion(cfg)
+        name = str(getattr(cfg, "_name", None) or getattr(cfg, "criterion", None) or type(criterion).__name__)
+        problem = auxiliary_problem(criterion, name, self._training_outputs, self._model_names)
+        if problem is not None:
+            raise UsageError(problem)
+        return criterion
 
     def request_inputs(self, model, require_target: bool = False) -> None:
         """Record the syntax features a model consumes (the union over an ensemble).

@@ -18,6 +18,8 @@ from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.vocabulary import SUBWORD_LABEL
 
+from fairseq_syntax.modules.target_distance import TGT_NSD_LOGITS_KEY
+
 from .components.auxiliary import SOURCE_PADDING_KEY
 from .config import ModelOptionError, add_syntax_args
 from .decoder import SyntaxTransformerDecoder
@@ -107,6 +109,14 @@ class SyntaxTransformerModel(TransformerModel):
         """Target-side keys (``net_input['tgt_syntax']`` and ``sample['target_syntax']``) this model reads or
         predicts: ``{"distance"}`` with any target-side NSD option on, else empty (Ma et al. 2019, secs. 3.1-3.3)."""
         return self.decoder.target_syntax_inputs()
+
+    def training_outputs(self) -> Set[str]:
+        """The ``extra`` keys of the outputs only training losses read (the encoder's output components;
+        ``tgt_nsd_logits`` with ``--nsd-target-predict``)."""
+        keys = set(self.encoder.output_keys())
+        if self.decoder.nsd_predictor is not None:
+            keys.add(TGT_NSD_LOGITS_KEY)
+        return keys
 
     def forward(
         self,
