@@ -16,7 +16,7 @@ of this plugin and fairseq's Transformer and LSTM (the baselines), whose list-va
 """
 
 import argparse
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 from fairseq_syntax_core.checkpoint_loader import allow_fairseq_checkpoints, fairseq_checkpoint_globals
 from fairseq_syntax_core.oneline import one_line
@@ -29,32 +29,33 @@ DECODABLE_MODULES = ("fairseq_syntax.", "fairseq.models.transformer", "fairseq.m
 allow_fairseq_checkpoints()
 
 
-def _model_name(state: Mapping) -> Optional[str]:
-    """The architecture (or model) name the checkpoint's settings build, as fairseq looks it up."""
+def _model_names(state: Mapping) -> List[Any]:
+    """Every model name the checkpoint's settings give: ``arch`` and ``_name`` of its ``args`` (which fairseq
+    turns into the settings whenever they are present) and of ``cfg.model`` (fairseq looks up ``_name``
+    first, then ``arch``). Each must be admitted: a check of one alone is passed by another."""
     cfg = state.get("cfg")
-    model = cfg.get("model") if isinstance(cfg, Mapping) else None
-    if model is None:
-        model = state.get("args")
-    settings = vars(model) if isinstance(model, argparse.Namespace) else model if isinstance(model, Mapping) else {}
-    for key in ("arch", "_name"):
-        if isinstance(settings.get(key), str):
-            return settings[key]
-    return None
+    sources = [state.get("args"), cfg.get("model") if isinstance(cfg, Mapping) else None]
+    names: List[Any] = []
+    for model in sources:
+        settings = vars(model) if isinstance(model, argparse.Namespace) else model if isinstance(model, Mapping) else {}
+        names += [settings[key] for key in ("_name", "arch") if settings.get(key) is not None]
+    return names
 
 
 def model_class_problem(state: Any) -> Optional[str]:
     """Why the model a checkpoint's settings name must not be built here (see module doc), or None."""
     if not isinstance(state, Mapping):
         return None  # not a checkpoint's shape: the structure checks say so
-    name = _model_name(state)
-    if name is None:
-        return None  # fairseq refuses settings without a model
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 
-    cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
-    module = getattr(cls, "__module__", "") or ""
-    if cls is not None and module.startswith(DECODABLE_MODULES):
-        return None
-    known = "" if cls is not None else " (no such model is registered)"
-    return (f"its settings build the model {one_line(name)[:60]!r}{known}, which is not one of this plugin's or "
-            "fairseq's transformer/lstm: refused, as some of fairseq's models run their settings as code")
+    for name in _model_names(state):  # none: fairseq refuses settings without a model
+        if not isinstance(name, str):
+            return f"its settings name a model by a {type(name).__name__}, not a name: refused"
+        cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
+        module = getattr(cls, "__module__", "") or ""
+        if cls is not None and module.startswith(DECODABLE_MODULES):
+            continue
+        known = "" if cls is not None else " (no such model is registered)"
+        return (f"its settings build the model {one_line(name)[:60]!r}{known}, which is not one of this plugin's or "
+                "fairseq's transformer/lstm: refused, as some of fairseq's models run their settings as code")
+    return None

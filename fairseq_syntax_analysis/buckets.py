@@ -12,8 +12,9 @@ Bucket edges are given as ``[e1, e2, ...]``: buckets ``< e1``, ``e1 .. e2 - 1``,
 each bucket holds about a fifth of the sentences whatever the corpus.
 """
 
+import os
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -35,8 +36,9 @@ class SourceProfile:
     origin: str
     #: each sentence as fairseq-generate prints its source (``S-`` lines): the data-bin's words, BPE joints undone
     texts: Optional[List[str]] = None
-    #: the share of perturbed parses the data-bin records (fairseq-syntax-perturb's ``p``; 0: as parsed)
-    perturbation: Optional[float] = None
+    #: the share of perturbed parses the data-bin records (fairseq-syntax-perturb's ``p``; 0: as parsed; the p of
+    #: each round for a copy perturbed again; None without a data-bin)
+    perturbation: Optional[Union[float, List[float]]] = None
 
 
 def sentence_depth(heads: Sequence[int], is_word: Sequence[bool]) -> int:
@@ -68,10 +70,29 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
         lengths.append(int(is_word.sum()))
         depths.append(sentence_depth(heads[i].numpy(), is_word))
         texts.append(task.src_dict.string(dataset.src[i], "subword_nmt"))
-    record = task.metadata.get("perturbation")
-    p = record.get("p") if isinstance(record, dict) else 0.0
-    p = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1 else None
+    p = recorded_perturbation(task.metadata, os.path.join(data_bin, "syntax.json"))
     return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts, p)
+
+
+def recorded_perturbation(metadata: dict, path: str) -> Union[float, List[float]]:
+    """The share of perturbed parses a data-bin records (``perturbation.p`` of fairseq-syntax-perturb; 0 when
+    none): one p, or the p of each round, first first, for a copy perturbed again (``perturbation.previous``).
+    A record that is not what fairseq-syntax-perturb writes is refused, naming ``path`` and the key."""
+    from fairseq_syntax_core.errors import DataBinError
+    from fairseq_syntax_core.oneline import quoted
+
+    rounds: List[float] = []
+    record, key = metadata.get("perturbation"), "perturbation"
+    while record is not None:
+        p = record.get("p") if isinstance(record, dict) else None
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1 or len(rounds) >= 100:
+            raise DataBinError(path, None, f"{key}.p: {quoted(p, 40)} is not the probability in [0, 1] "
+                               "fairseq-syntax-perturb records (edited?)")
+        rounds.append(float(p))
+        record, key = record.get("previous"), key + ".previous"
+    if not rounds:
+        return 0.0
+    return rounds[0] if len(rounds) == 1 else rounds[::-1]
 
 
 def check_split(task, split: str, flag: str) -> None:

@@ -46,15 +46,21 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             raise InputError(path, None, f"evaluates the system {quoted(system, 60)}, not {quoted(model, 60)} (a "
                              f"point's JSON is that model's evaluation: fairseq-syntax-evaluate -b {one_line(model)}"
                              ".seedN=FILE)")
-        recorded = ev.get("perturbation")
-        if recorded is not None and not (is_number(recorded) and abs(float(recorded) - prob) < 1e-9):
-            raise InputError(path, None, f"evaluates a data-bin perturbed with p = {quoted(recorded, 20)} (its "
-                             f"perturbation, from --data-bin), not the p = {p} its --point gives")
         real = os.path.realpath(path)
         if real in files:
             raise InputError(path, None, f"is given for two points ({files[real]} and {one_line(spec)}): one "
                              "evaluation is one p of one model")
         files[real] = one_line(spec)
+        recorded = ev.get("perturbation")
+        if recorded is None:  # the p of the data-bin decoded is what the point's p must be
+            raise InputError(path, None, "records no perturbation: run fairseq-syntax-evaluate with --data-bin (the "
+                             "data-bin decoded, clean or perturbed) so that the p of the point is checked")
+        if isinstance(recorded, list):
+            raise InputError(path, None, f"evaluates a data-bin perturbed more than once (p = {quoted(recorded, 40)} "
+                             "in turn): a point is one p applied to the parses as made (perturb the clean data-bin)")
+        if not (is_number(recorded) and abs(float(recorded) - prob) < 1e-9):
+            raise InputError(path, None, f"evaluates a data-bin perturbed with p = {quoted(recorded, 20)} (its "
+                             f"perturbation, from --data-bin), not the p = {p} its --point gives")
         test = (ev.get("reference"), ev.get("sentences"))
         for other, (first_path, first_system, first_test) in seen.items():
             if first_test != test:

@@ -8,7 +8,7 @@ whose scores its statistics do not give is refused as damaged.
 import math
 import os
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
@@ -64,28 +64,40 @@ def _check_result(data: Dict, path: str) -> None:
         raise damaged("'seed' must be an integer")
     if not isinstance(data.get("stopped"), str):
         raise damaged("'stopped' must say how training ended")
-    if not isinstance(data.get("updates"), int) or isinstance(data.get("updates"), bool):
-        raise damaged("'updates' must be an integer")
+    counts = {key: data.get(key) for key in ("updates", "max_update")}
+    if any(not isinstance(v, int) or isinstance(v, bool) for v in counts.values()):
+        raise damaged("'updates' and 'max_update' must be integers")
+    if not 0 <= counts["updates"] <= counts["max_update"]:
+        raise damaged(f"'updates' {counts['updates']} is not a count of updates under the cap 'max_update' "
+                      f"{counts['max_update']}")
     if not isinstance(data.get("tests"), dict) or not data["tests"]:
         raise damaged("'tests' must hold at least one test set")
     for name, test in data["tests"].items():
-        if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
-                or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
-            raise damaged(f"test set {quoted(name)} needs its number of sentences")
-        scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
-        if not isinstance(scores, dict) or not all(is_number(scores.get(m)) for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores")
-        if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs the sacreBLEU signature of each score")
-        if not isinstance(stats, dict) or not all(
-                statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
-            raise damaged(f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
-                          f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
-        for m in METRIC_KEYS:
-            recomputed = corpus_score(make_metric(m), stats[m])
-            if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
-                raise damaged(f"test set {quoted(name)}: {m} is {scores[m]:g}, its per-sentence statistics give "
-                              f"{recomputed:g} (edited?)")
+        problem = test_problem(name, test)
+        if problem is not None:
+            raise damaged(problem)
+
+
+def test_problem(name: str, test: object) -> Optional[str]:
+    """What one test set of a result lacks for a table (its sentences, finite scores, signatures, per-sentence
+    statistics that give its scores), or None."""
+    if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
+            or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
+        return f"test set {quoted(name)} needs its number of sentences"
+    scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
+    if not isinstance(scores, dict) or not all(is_number(scores.get(m)) for m in METRIC_KEYS):
+        return f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores"
+    if not isinstance(sigs, dict) or not all(isinstance(sigs.get(m), str) for m in METRIC_KEYS):
+        return f"test set {quoted(name)} needs the sacreBLEU signature of each score"
+    if not isinstance(stats, dict) or not all(
+            statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
+        return (f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
+                f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
+    for m in METRIC_KEYS:
+        recomputed = corpus_score(make_metric(m), stats[m])
+        if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):
+            return f"test set {quoted(name)}: {m} is {scores[m]:g}, its per-sentence statistics give {recomputed:g} (edited?)"
+    return None
 
 
 def load_results(folders: Sequence[str]) -> List[Dict]:

@@ -35,7 +35,9 @@ from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs,
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
 from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command
-from .result_format import FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows  # noqa: F401
+from .result_format import (  # noqa: F401
+    FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows, test_problem,
+)
 from .table import compare_seeds, make_table  # noqa: F401
 from .train_log import logged_run, training_seconds, valid_metrics
 
@@ -220,6 +222,11 @@ def read_evaluation(path: str) -> Dict:
     if not all(statistics_rows(stats[m], m) and len(stats[m]) == ev["sentences"] for m in METRIC_KEYS):
         raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON: its per-sentence statistics are not "
                          f"one row of counts per sentence for {' and '.join(METRIC_KEYS)} (edited?)")
+    p = ev.get("perturbation", 0)
+    if p != 0:  # evaluate records the p of the --data-bin decoded: a result is the test set's score as parsed
+        raise InputError(path, None, f"evaluates translations of a data-bin whose parses were perturbed (perturbation "
+                         f"{quoted(p, 40)}): a result scores the test set as parsed; noise goes to "
+                         "fairseq-syntax-report noise")
     return ev
 
 
@@ -342,6 +349,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         result = build_result(args.model, arch, args.seed, args.flags, args.max_update,
                               facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
+        for test, scored in result["tests"].items():  # what a table needs of each, or the --eval file is named now
+            problem = test_problem(test, scored)
+            if problem is not None:
+                raise InputError(eval_paths[test], None, f"cannot be recorded: {problem}")
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
             result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
             train_seconds = training_seconds(args.train_log)  # every invocation of a resumed run

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from fairseq_syntax_core.databin import CODES_FILE, HEAD, LABEL, POS
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
-from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, file_in_the_way
+from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, file_in_the_way, is_visible
 
 from fairseq_syntax_core.oneline import one_line
 from .commands import quiet_logging, run_command, text_writer
@@ -178,7 +178,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--sentences names no sentence: give 0-based indices such as 0,5,7")
     if len(indices) + len(args.text) > MAX_SENTENCES:
         parser.error(f"at most {MAX_SENTENCES} sentences a call (got {len(indices) + len(args.text)})")
-    if any(not t.strip() for t in args.text):
+    if any(not is_visible(t) for t in args.text):  # blanks, controls, zero-width and format characters alone
         parser.error("--text is empty: give the source sentence to parse")
     for t in args.text:
         try:

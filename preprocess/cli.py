@@ -196,7 +196,7 @@ def run(args) -> Dict[str, object]:
     parser_meta: Dict[str, str] = {"parser": "conllu"}
     if args.external_parse is None:  # loaded first: an unknown pipeline fails before any work
         disable = [c for c in args.parser_disable.split(",") if c]
-        nlp = load_pipeline(args.parser, disable)
+        nlp = load_pipeline(args.parser, disable, lang=src)
         parser_meta = pipeline_metadata(nlp, args.parser)
     target_nlp = None
     target_meta: Optional[Dict[str, str]] = None
@@ -204,7 +204,7 @@ def run(args) -> Dict[str, object]:
         target_meta = {"parser": "conllu"}
         if args.target_external_parse is None:
             target_nlp = load_pipeline(args.target_parser, [c for c in args.parser_disable.split(",") if c],
-                                       flag="--target-parser")
+                                       flag="--target-parser", lang=tgt)
             target_meta = pipeline_metadata(target_nlp, args.target_parser)
 
     if args.num_shards is not None:

@@ -46,11 +46,12 @@ import time
 from typing import Dict, Iterator, List, Optional, Sequence
 
 from fairseq_syntax_core.databin import METADATA_FILE
-from fairseq_syntax_core.errors import DataBinError, UsageError, UserError
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError, UserError
 from fairseq_syntax_core.shards import check_shard_set
 
 from fairseq_syntax_core.argtypes import positive
 from .destdir import (
+    check_data_bin_files,
     OLD_MARK, TMP_MARK, check_destdir_path, check_folder_creatable, check_folder_given, listed, not_empty, our_metadata,
 )
 from fairseq_syntax_core.interrupts import USER_ERRORS, print_error
@@ -146,6 +147,12 @@ def check_shards(destdir: str, num_shards: int) -> None:
             raise DataBinError(folder, None, f"shard {shard_id} of {num_shards} is {what}: run its job again "
                                              f"(fairseq-syntax-preprocess ... --num-shards {num_shards} "
                                              f"--shard-id {shard_id} --destdir {folder})")
+        try:  # every file of the shard, as fairseq-train will read it
+            check_data_bin_files(folder, meta)
+        except InputError as error:
+            raise DataBinError(folder, None, f"shard {shard_id} of {num_shards} is damaged ({error}): run its job "
+                               f"again (fairseq-syntax-preprocess ... --num-shards {num_shards} --shard-id {shard_id} "
+                               f"--destdir {folder} --overwrite)") from None
         shards.append((folder, meta))
     check_shard_set(shards)
 

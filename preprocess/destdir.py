@@ -29,7 +29,8 @@ from fairseq_syntax_core.databin import (
 )
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
-from fairseq_syntax_core.fileio import dir_mode, is_inside  # noqa: F401 (is_inside: part of this module's interface)
+from fairseq_syntax_core.fileio import check_dictionary_file, dir_mode, is_inside  # noqa: F401 (is_inside: its interface)
+from fairseq_syntax_core.indexed_files import REBUILD, check_indexed_dataset
 from fairseq_syntax_core.interrupts import remove_stale, removed_on_failure, temp_tag
 
 TMP_MARK = ".tmp-"
@@ -72,6 +73,18 @@ def files_of(meta: dict) -> Set[str]:
             names.add(f"{split}.{src}-{tgt}.{lang}.conllu")
             names |= {f"{split}.{src}-{tgt}.{lang}.{name}.{ext}" for name in streams for ext in ("bin", "idx")}
     return names
+
+
+def check_data_bin_files(folder: str, meta: dict, remedy: str = REBUILD) -> None:
+    """The dictionaries and indexed datasets of the data-bin ``meta`` describes are in ``folder``, each readable
+    as fairseq-train reads it (a dictionary's lines, an index and the items of its ``.bin``); else an InputError
+    naming the file. Optional files (CoNLL-U, codes, the length table) are not required."""
+    for name in sorted(files_of(meta)):
+        path = os.path.join(folder, name)
+        if name.startswith("dict.") and name.endswith(".txt"):
+            check_dictionary_file(path)
+        elif name.endswith(".idx"):
+            check_indexed_dataset(path[: -len(".idx")], remedy)
 
 
 def check_replaceable(destdir: str) -> None:

@@ -7,6 +7,7 @@ text categorisers, ...) are disabled for speed. A component that re-tokenizes (g
 and any mismatch between the Doc's tokens and the line's tokens is an error.
 """
 
+import logging
 import importlib.util
 import os
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
@@ -51,13 +52,14 @@ def pipeline_package(name: str) -> Optional[str]:
 
 
 def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: str = "--parser",
-                  package_only: bool = False):
+                  package_only: bool = False, lang: Optional[str] = None):
     """Load an installed spaCy pipeline by package name or path, without unneeded components.
 
     ``flag`` names where ``name`` came from in errors (``--parser``, ``--target-parser``,
     ``syntax.json's parser.name``). ``package_only``: ``name`` came from a file, not the command line,
     so only an installed pipeline package is loaded (:func:`pipeline_package`), never a folder
-    (not one in the current directory either) nor another package. Every error is one line.
+    (not one in the current directory either) nor another package. Every error is one line. ``lang``: the
+    language of the text it will parse; a pipeline of another language (not ``xx``) is warned about.
     """
     import spacy
 
@@ -85,6 +87,11 @@ def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: st
             f"{flag} {shown}: this spaCy pipeline has no dependency parser "
             f"(components: {one_line(', '.join(nlp.pipe_names)) or 'none'})"
         )
+    base = str(lang or "").replace("_", "-").split("-")[0].lower()
+    if base and nlp.lang not in (base, "xx"):  # swapped --parser and --target-parser, say
+        logging.getLogger("fairseq_syntax.preprocess").warning(
+            f"{flag} {shown} is a spaCy pipeline of the language {one_line(nlp.lang)!r}, and the text it parses is "
+            f"{one_line(str(lang))!r}: its parses are of another language's grammar (swapped pipelines?)")
     return nlp
 
 

@@ -58,7 +58,7 @@ from fairseq_syntax_core.indexed_files import (
 )
 
 from .conllu import format_conllu
-from .destdir import check_destdir, files_of, filling, is_inside, move_into_place, our_metadata
+from .destdir import check_data_bin_files, check_destdir, files_of, filling, is_inside, move_into_place, our_metadata
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
 from .word_tree import SUBWORD_LABEL, WordTree
 
@@ -273,6 +273,7 @@ def run(args) -> Dict[str, int]:
                  *recorded_codes):
         if not os.path.isfile(os.path.join(args.data_bin, name)):
             raise InputError(os.path.join(args.data_bin, name), None, "not found: the data-bin is incomplete")
+    check_data_bin_files(args.data_bin, meta)  # what is copied unchanged too: the copy is a data-bin that loads
     labels = Dictionary.load(os.path.join(args.data_bin, f"dict.{src}.{LABEL.dictionary}.txt"))
     specials = {labels.bos(), labels.pad(), labels.eos(), labels.unk()}
     reserved = {labels.index(x) for x in RESERVED_LABELS if x in labels.indices}
@@ -291,8 +292,12 @@ def run(args) -> Dict[str, int]:
     # the datasets are unmapped (ExitStack) before an error removes the temporary folder: with the file
     # descriptors used up (EMFILE) the removal itself needs some
     with filling(args.destdir) as out, contextlib.ExitStack() as opened:
+        inside = os.path.realpath(args.data_bin)
         for name in sorted(files_of(meta) | {codes}):
             path = os.path.join(args.data_bin, name)
+            if os.path.islink(path) and os.path.dirname(os.path.realpath(path)) != inside:
+                raise InputError(path, None, "is a symbolic link out of the data-bin: the copy takes the data-bin's "
+                                             "own files only (copy the file in, or perturb a data-bin without links)")
             if os.path.isfile(path):
                 shutil.copy2(path, os.path.join(out, name))
         for split in splits:

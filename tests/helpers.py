@@ -236,9 +236,9 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
 
 # ------------------------------------------------------------------------------ every command
 def _evaluation(path) -> str:
-    stats = {"BLEU": [[0.0] * 10], "chrF2": [[0.0] * 18]}
+    stats = {"BLEU": [[0.0] * 10], "chrF2": [[0.0] * 18]}  # nothing matched: the scores they give are 0
     path.write_text(json.dumps({"sentences": 1, "signatures": {"BLEU": "s", "chrF2": "s"},
-                                "systems": [{"name": "m", "scores": {"BLEU": 1.0, "chrF2": 1.0}}],
+                                "systems": [{"name": "m", "scores": {"BLEU": 0.0, "chrF2": 0.0}}],
                                 "statistics": {"m": stats}}), encoding="utf-8")
     return str(path)
 

@@ -280,13 +280,26 @@ SETTINGS_PAYLOADS = {
     "eval": ({"adaptive_softmax_cutoff": "__import__('os').system('touch {marker}') or [5]"}, "not a Python literal"),
     "model": ({"arch": "fconv", "_name": "fconv", "encoder_layers": "__import__('os').system('touch {marker}') or []"},
               "its settings build the model 'fconv'"),
+    # fconv_self_att evals --pretrained; named where a check of one setting alone would not look
+    "model_in_args": ({"pretrained": "__import__('os').system('touch {marker}')",
+                       "pretrained_checkpoint": "/nonexistent.pt"}, "its settings build the model 'fconv_self_att'"),
+    "model_name_only": ({"_name": "fconv_self_att", "pretrained": "__import__('os').system('touch {marker}')",
+                         "pretrained_checkpoint": "/nonexistent.pt"}, "its settings build the model 'fconv_self_att'"),
 }
 
 
 def settings_payload_checkpoint(path, source, marker, kind) -> str:
     """A genuine checkpoint (``source``) whose model settings carry the code of ``SETTINGS_PAYLOADS[kind]``."""
     state = load_checkpoint(source)
-    for settings in (state.get("args"), (state.get("cfg") or {}).get("model")):
+    if kind == "model_in_args":  # cfg.model still names the plugin's model; fairseq builds from args when present
+        from fairseq import options
+
+        state["args"] = options.parse_args_and_arch(options.get_training_parser(), [
+            os.path.join(FIXTURE, "data-bin"), "--task", "syntax_translation", "--arch", "fconv_self_att",
+            "--optimizer", "adam", "--lr", "0.001"])
+    targets = [state["args"]] if kind == "model_in_args" else [(state.get("cfg") or {}).get("model")] \
+        if kind == "model_name_only" else [state.get("args"), (state.get("cfg") or {}).get("model")]
+    for settings in targets:
         if settings is not None:
             for key, value in SETTINGS_PAYLOADS[kind][0].items():
                 if isinstance(settings, dict):

@@ -195,7 +195,7 @@ def test_noise_plot_from_evaluations(tmp_path, capsys):
                            ("transformer_dep_rel", 0.0, 31.0), ("transformer_dep_rel", 0.2, 29.5)):
         path = tmp_path / f"{model}.{p}.json"
         path.write_text(json.dumps({"systems": [{"name": f"{model}.seed1", "scores": {"BLEU": bleu}}],
-                                    "reference": "test.de", "sentences": 10}), encoding="utf-8")
+                                    "reference": "test.de", "sentences": 10, "perturbation": p}), encoding="utf-8")
         paths.append(f"{model}:{p}={path}")
     plot = tmp_path / "noise.png"
     argv = ["noise", "--plot", str(plot), "--json", str(tmp_path / "noise.json")]
@@ -296,10 +296,10 @@ def test_outputs_never_replace_what_the_command_reads(tmp_path, capsys):
     assert (ckpt / "checkpoint_best.pt").read_bytes() == b"weights"
 
 
-def _point(tmp_path, name, system, reference="test.de", sentences=10):
+def _point(tmp_path, name, system, reference="test.de", sentences=10, perturbation=0.0):
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0}}], "reference": reference,
-                                "sentences": sentences}), encoding="utf-8")
+                                "sentences": sentences, "perturbation": perturbation}), encoding="utf-8")
     return path
 
 
@@ -311,7 +311,7 @@ def _point(tmp_path, name, system, reference="test.de", sentences=10):
 ])
 def test_noise_points_of_one_curve_are_one_runs_on_one_test_set(tmp_path, capsys, second, words):
     first = _point(tmp_path, "a", "transformer.seed1")
-    other = _point(tmp_path, "b", *second)
+    other = _point(tmp_path, "b", *second, perturbation=0.2)
     plot = tmp_path / "n.png"
     assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={first}",
                         "--point", f"transformer:0.2={other}"]) == 1
@@ -518,7 +518,7 @@ def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("key, value", [("arch", "transformer_dep_rel"), ("flags", "--totally-other"),
-                                        ("max_update", 500)])
+                                        ("max_update", 5000)])
 def test_the_seeds_of_a_row_must_be_one_system(tmp_path, capsys, key, value):
     other = fake_result("transformer", 2, REFS)
     other[key] = value

@@ -26,7 +26,7 @@ def test_report_table_refuses_statistics_whose_sums_overflow(tmp_path, capsys):
             "statistics": {"BLEU": [[1e308] * 10] * 2, "chrF2": [[1] * 18] * 2}}
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "m.json").write_text(json.dumps({
-        "format": "fairseq-syntax-result/1", "model": "m", "seed": 1, "stopped": "c", "updates": 1,
+        "format": "fairseq-syntax-result/1", "model": "m", "seed": 1, "stopped": "c", "updates": 1, "max_update": 1,
         "tests": {"test": test}}))
     line = _one_line_error(capsys, cli_main(["table", str(tmp_path / "results")]))
     assert "m.json" in line and "damaged" in line and "counts" in line

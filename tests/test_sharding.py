@@ -448,3 +448,19 @@ def test_shards_of_another_cut_or_another_corpus_are_errors_and_plain_data_bins_
     write(plain_b / "dict.en.deplabel.txt", read(plain_b / "dict.en.deplabel.txt").decode() + "newlabel 1\n")
     with pytest.raises(DataBinError, match=r"b/dict.en.deplabel.txt: differs from"):
         check_epoch_paths([str(plain_a), str(plain_b)], meta_a)
+
+
+def test_a_shard_missing_a_file_or_cut_short_is_named_with_its_job(made, tmp_path):
+    from fairseq_syntax_preprocess.cluster import check_shards
+
+    root, _, _ = made
+    bins = tmp_path / "bins"
+    shutil.copytree(root / "bin", bins)
+    os.remove(bins / "shard1" / "train.en-de.en.pos.idx")
+    with pytest.raises(DataBinError, match=r"shard1: shard 1 of 2 is damaged \(.*train.en-de.en.pos.idx.*--shard-id 1"):
+        check_shards(str(bins), 2)
+    shutil.copyfile(root / "bin" / "shard1" / "train.en-de.en.pos.idx", bins / "shard1" / "train.en-de.en.pos.idx")
+    head = bins / "shard0" / "train.en-de.en.head.bin"
+    head.write_bytes(head.read_bytes()[:-10])
+    with pytest.raises(DataBinError, match=r"shard 0 of 2 is damaged \(.*train.en-de.en.head"):
+        check_shards(str(bins), 2)

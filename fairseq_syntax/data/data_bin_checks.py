@@ -16,7 +16,8 @@ from typing import Dict, List
 
 from fairseq_syntax_core import indexed_files
 from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY, check_metadata
-from fairseq_syntax_core.errors import DataBinError, InputError
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
+from fairseq_syntax_core.names import SPLIT, name_problem
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.fileio import check_dictionary_file
@@ -73,6 +74,10 @@ def split_prefixes(data_path: str, split: str, src: str, tgt: str) -> List[str]:
 
 
 def check_split(data_path: str, split: str, src: str, tgt: str) -> None:
+    """The split's name (a part of file names, never a path: ``../other/data-bin/test``), then its files."""
+    problem = name_problem(SPLIT, split)
+    if problem is not None:
+        raise UsageError(f"the split to load (--train-subset, --valid-subset, --gen-subset, --split): {problem}")
     for prefix in split_prefixes(data_path, split, src, tgt):
         check_indexed_dataset(prefix)
 

@@ -115,7 +115,7 @@ class OnlineParser:
         from fairseq_syntax_preprocess.parse import load_pipeline
 
         if parser:  # the command line may name a folder
-            self.nlp = load_pipeline(parser, flag="--syntax-parser")
+            self.nlp = load_pipeline(parser, flag="--syntax-parser", lang=metadata.get("source_lang"))
         else:  # syntax.json only an installed package (fairseq_syntax_core.names.PIPELINE, checked on reading)
             name = metadata.get("parser", {}).get("name")
             if not name:

