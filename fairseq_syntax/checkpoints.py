@@ -16,12 +16,16 @@ of this plugin and fairseq's Transformer and LSTM (the baselines), whose list-va
 """
 
 import argparse
-from typing import Any, List, Mapping, Optional
+import contextlib
+from typing import Any, Iterator, List, Mapping, Optional
 
 from fairseq_syntax_core.checkpoint_loader import allow_fairseq_checkpoints, fairseq_checkpoint_globals
-from fairseq_syntax_core.oneline import one_line
+from fairseq_syntax_core import checkpoint_loader
+from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
+from fairseq_syntax_core.oneline import error_text, one_line
 
-__all__ = ["allow_fairseq_checkpoints", "fairseq_checkpoint_globals", "model_class_problem", "DECODABLE_MODULES"]
+__all__ = ["allow_fairseq_checkpoints", "fairseq_checkpoint_globals", "model_class_problem", "DECODABLE_MODULES",
+           "stored_settings"]
 
 #: the modules whose model classes a checkpoint may name (prefixes of ``type(model).__module__``)
 DECODABLE_MODULES = ("fairseq_syntax.", "fairseq.models.transformer", "fairseq.models.lstm")
@@ -59,3 +63,29 @@ def model_class_problem(state: Any) -> Optional[str]:
         return (f"its settings build the model {one_line(name)[:60]!r}{known}, which is not one of this plugin's or "
                 "fairseq's transformer/lstm: refused, as some of fairseq's models run their settings as code")
     return None
+
+
+@contextlib.contextmanager
+def stored_settings(from_checkpoint: bool) -> Iterator[None]:
+    """Building a model from a checkpoint's stored settings: a refusal names the checkpoint (the user gave no such
+    flag), and what fairseq raises on settings it cannot build from is one line naming it too. Errors about
+    the data-bin pass unchanged."""
+    path = checkpoint_loader.last_read or "the checkpoint"
+    try:
+        yield
+    except InputError:
+        raise
+    except UsageError as error:
+        if not from_checkpoint:
+            raise
+        message = f"{one_line(path)}: its stored settings: {error}"
+        try:  # the same kind (a ModelOptionError stays a ValueError too)
+            renamed = type(error)(message)
+        except TypeError:
+            renamed = UsageError(message)
+        raise renamed from None
+    except (ValueError, TypeError, RuntimeError, KeyError) as error:
+        if not from_checkpoint:
+            raise
+        raise CheckpointError(path, None, f"fairseq cannot build the model its stored settings describe: "
+                                          f"{error_text(error)}") from None

@@ -27,7 +27,7 @@ import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
-    check_outside, read_lines
+    check_outside, content_sha256, read_lines
 
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
@@ -345,6 +345,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     report["reference"] = args.reference
+    report["reference_sha256"] = content_sha256([args.reference])  # which test set, however its path was typed
     if profile is not None and profile.perturbation is not None:  # report noise checks its points' p against it
         report["perturbation"] = profile.perturbation
     stats = report.pop("_statistics")

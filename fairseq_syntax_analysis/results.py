@@ -334,7 +334,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             raise InputError(checkpoints[0], None, problem)
         for test, ev in evaluations.items():
             system = ev["systems"][0].get("name")
-            if system not in (args.model, f"{args.model}.seed{args.seed}"):
+            if system != f"{args.model}.seed{args.seed}":  # a name without its seed could be any seed's
                 raise InputError(eval_paths[test], None,
                                  f"evaluates the system {quoted(system, 60)}, not --model {quoted(args.model, 60)} "
                                  f"seed {args.seed} (fairseq-syntax-evaluate -b {one_line(args.model)}.seed{args.seed}"

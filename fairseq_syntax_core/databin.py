@@ -132,6 +132,8 @@ SETTING_VALUES = {
     ("projection", "subword_label"): None,
     (PHRASE_STRUCTURE_KEY, "source"): (PHRASE_FROM_DEPENDENCY, PHRASE_FROM_PTB),
     ("pos_column",): ("upos", "xpos"),
+    ("tokenizer", "moses_aggressive_dash_splits"): (True, False),
+    ("tokenizer", "moses_escape"): (True, False),
 }
 
 
@@ -143,7 +145,11 @@ def _check_settings(meta: Dict, path: str) -> None:
         if value is None:
             continue  # absent: the reader's default (older data-bins)
         where = ".".join(keys)
-        if not isinstance(value, str) or (allowed is not None and value not in allowed):
+        if allowed == (True, False):  # a JSON true or false, not "false" read as true
+            if not isinstance(value, bool):
+                raise DataBinError(path, None, f"key {where}: {quoted(value)}, expected true or false (what "
+                                               "fairseq-syntax-preprocess writes: damaged, or edited?)")
+        elif not isinstance(value, str) or (allowed is not None and value not in allowed):
             expected = f"one of {', '.join(allowed)}" if allowed is not None else "a string"
             raise DataBinError(path, None, f"key {where}: {quoted(value)}, expected {expected} (what "
                                            "fairseq-syntax-preprocess writes: damaged, or edited?)")
@@ -183,8 +189,17 @@ def check_metadata(meta: Dict, path: str) -> Dict:
         if not isinstance(streams, list):
             raise DataBinError(path, None, f"key {PARSED_LANGS_KEY}.{lang}: {type(streams).__name__}, "
                                            "expected a list of stream names")
+        langs = (meta.get("source_lang"), meta.get("target_lang"))
+        if None not in langs and lang not in langs:  # a missing language: the readers name that key
+            raise DataBinError(path, None, f"key {PARSED_LANGS_KEY}.{quoted(lang)}: not the source or target language "
+                                           f"({quoted(meta.get('source_lang'))}, {quoted(meta.get('target_lang'))})")
         for j, name in enumerate(streams):
-            check_name(STREAM, name, path, f"{PARSED_LANGS_KEY}.{lang}[{j}]")
+            where = f"{PARSED_LANGS_KEY}.{lang}[{j}]"
+            check_name(STREAM, name, path, where)
+            if name not in STREAMS or name in streams[:j]:
+                raise DataBinError(path, None, f"key {where}: {quoted(name)} is "
+                                   f"{'listed twice' if name in STREAMS else 'not a stream the pipeline writes'} "
+                                   f"(expected some of {', '.join(STREAMS)})")
     for i, (split, entry) in enumerate(meta.get("splits", {}).items()):
         check_name(SPLIT, split, path, f"splits[{i}]")
         if not isinstance(entry, dict):

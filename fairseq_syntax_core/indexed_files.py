@@ -36,7 +36,9 @@ def check_indexed_dataset(prefix: str, remedy: str = REBUILD) -> None:
         if os.path.exists(path) and not os.path.isfile(path):
             raise DataBinError(path, None, f"is not a regular file (a folder, a pipe or a device); {remedy}")
         if not os.path.isfile(path):
-            raise DataBinError(path, None, f"missing (its {'.bin' if path == idx else '.idx'} is there); {remedy}")
+            other = bin_path if path == idx else idx
+            there = f"its {other[-4:]} is there" if os.path.isfile(other) else f"so is its {other[-4:]}"
+            raise DataBinError(path, None, f"missing ({there}); {remedy}")
     with open(idx, "rb") as handle:
         magic = handle.read(len(MMapIndexedDataset.Index._HDR_MAGIC))
     if magic != MMapIndexedDataset.Index._HDR_MAGIC:

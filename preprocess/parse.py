@@ -51,6 +51,10 @@ def pipeline_package(name: str) -> Optional[str]:
     return None
 
 
+#: components whose output the parse (heads, labels, POS) reads: never disabled
+PARSE_READS = ("tok2vec", "transformer", "tagger", "morphologizer", "attribute_ruler", "parser")
+
+
 def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: str = "--parser",
                   package_only: bool = False, lang: Optional[str] = None):
     """Load an installed spaCy pipeline by package name or path, without unneeded components.
@@ -79,6 +83,12 @@ def load_pipeline(name: str, disable: Sequence[str] = DEFAULT_DISABLED, flag: st
         ) from None
     except Exception as error:  # a damaged or incompatible pipeline: spaCy's text spans several lines
         raise UsageError(f"{flag} {shown}: spaCy cannot load it: {error_text(error)}") from None
+    unknown = [c for c in disable if c not in nlp.pipe_names and c not in DEFAULT_DISABLED]  # a typo, say
+    needed = [c for c in disable if c in PARSE_READS and c in nlp.pipe_names]
+    if unknown or needed:
+        what = (f"{', '.join(map(one_line, unknown))}: not components of {shown}" if unknown else
+                f"{', '.join(needed)}: the parse reads what it assigns (POS tags, the shared token vectors)")
+        raise UsageError(f"--parser-disable {what}; its components: {one_line(', '.join(nlp.pipe_names))}")
     to_disable = [c for c in disable if c in nlp.pipe_names]
     for component in to_disable:
         nlp.disable_pipe(component)

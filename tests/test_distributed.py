@@ -168,13 +168,16 @@ def test_every_trainable_parameter_gets_a_gradient_in_one_step(work, arch):
     assert not unused, f"{arch}: no gradient for {unused}"
 
 
-def test_an_nsd_model_trained_without_its_criterion_leaves_the_distance_classifier_without_gradient(work):
-    """Why docs/scale_out.md says: train transformer_nsd* with label_smoothed_cross_entropy_with_nsd (or
-    --no-nsd-predict); with the plain criterion, eq. 11's classifier is unused, which pytorch_ddp refuses
-    unless --find-unused-parameters is given."""
+def test_an_nsd_model_with_a_criterion_that_scores_no_distance_is_refused_at_start_up(work):
+    """Why docs/scale_out.md needs no --find-unused-parameters: transformer_nsd* with a criterion that adds no
+    distance loss would leave eq. 11's classifier without gradient (which pytorch_ddp refuses), and never
+    train it; the task refuses that pair at start-up, and --no-nsd-predict leaves no parameter unused."""
+    from fairseq_syntax_core.errors import UsageError
+
     flags = ["--arch", "transformer_nsd", *CLI_TINY, "--criterion", "label_smoothed_cross_entropy"]
-    unused = parameters_without_gradient(work, flags)
-    assert unused and all("nsd" in name or "distance" in name for name in unused), unused
+    with pytest.raises(UsageError, match="--criterion label_smoothed_cross_entropy: --arch transformer_nsd predicts "
+                                         "src_nsd_logits for a loss this criterion does not add"):
+        parameters_without_gradient(work, flags)
     assert not parameters_without_gradient(work, flags + ["--no-nsd-predict"])
 
 

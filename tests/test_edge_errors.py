@@ -113,7 +113,7 @@ def test_the_report_says_in_one_line_that_its_plot_cannot_be_written(tmp_path, m
     from fairseq_syntax_analysis import results as rs
 
     point = tmp_path / "e.json"
-    point.write_text('{"systems": [{"name": "m", "scores": {"BLEU": 30.0}}], "perturbation": 0}', encoding="utf-8")
+    point.write_text('{"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0}}], "perturbation": 0}', encoding="utf-8")
     plot = tmp_path / "noise.png"
     argv = ["noise", "--plot", str(plot), "--point", f"m:0={point}"]
     real = matplotlib.figure.Figure.savefig

@@ -118,9 +118,9 @@ def test_report_noise_plot_and_awsl_title_with_mathtext(tmp_path):
     from fairseq_syntax_analysis.awsl import awsl_figure
 
     ev, ev2 = tmp_path / "ev.json", tmp_path / "ev2.json"
-    ev.write_text(json.dumps({"systems": [{"name": "$\\frac$", "scores": {"BLEU": 30.0}}], "perturbation": 0}),
+    ev.write_text(json.dumps({"systems": [{"name": "$\\frac$.seed1", "scores": {"BLEU": 30.0}}], "perturbation": 0}),
                   encoding="utf-8")
-    ev2.write_text(json.dumps({"systems": [{"name": "_m", "scores": {"BLEU": 30.0}}], "perturbation": 0.1}),
+    ev2.write_text(json.dumps({"systems": [{"name": "_m.seed1", "scores": {"BLEU": 30.0}}], "perturbation": 0.1}),
                    encoding="utf-8")
     plot = tmp_path / "noise.png"
     assert rs.cli_main(["noise", "--plot", str(plot), "--title", "$\\frac$ {", "--point", f"$\\frac$:0={ev}",

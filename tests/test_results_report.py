@@ -482,6 +482,7 @@ def _saved_later(state):
     ({"max_update": "2000"}, "records max_update 60, not the max_update given (--max-update 2000)"),
     ({"name": "transformer_gps.seed1"}, "evaluates the system 'transformer_gps.seed1', not --model"),
     ({"name": "transformer_dep_rel.seed2"}, "evaluates the system 'transformer_dep_rel.seed2'"),
+    ({"name": "transformer_dep_rel"}, "evaluates the system 'transformer_dep_rel', not --model"),  # any seed's
     ({"log_seed": 2}, "train.log: logs the run seed 2, not that of"),
 ])
 def test_record_refuses_what_belongs_to_another_run_of_the_same_arch_and_seed(tmp_path, capsys, case, words):

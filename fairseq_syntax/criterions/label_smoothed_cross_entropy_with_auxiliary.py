@@ -27,7 +27,7 @@ from fairseq_syntax.models.syntax_transformer.components.auxiliary import extra_
 from fairseq_syntax_core.errors import UsageError
 
 __all__ = ["LabelSmoothedCrossEntropyWithAuxiliaryConfig", "LabelSmoothedCrossEntropyWithAuxiliaryCriterion",
-           "LossSettings", "loss_settings", "auxiliary_problem"]
+           "LossSettings", "loss_settings", "criterion_problem", "check_criterion"]
 
 
 @dataclass
@@ -108,6 +108,10 @@ class LabelSmoothedCrossEntropyWithAuxiliaryCriterion(LabelSmoothedCrossEntropyC
                 parts[loss.part_prefix + name] = value
         return parts, nll_loss, unweighted
 
+    def source_inputs(self) -> Set[str]:
+        """The ``src_syntax`` keys the losses read beyond what the model lists (the task collates them)."""
+        return set().union(*(loss.source_inputs(self.settings) for loss in AUXILIARY_LOSSES))
+
     def applying(self, extra: Dict[str, Any]) -> List[Any]:
         """The registered losses whose output the model returned (at least one)."""
         losses = [loss for loss in AUXILIARY_LOSSES if loss.applies(extra)]
@@ -128,14 +132,34 @@ class LabelSmoothedCrossEntropyWithAuxiliaryCriterion(LabelSmoothedCrossEntropyC
             loss.reduce_metrics(logging_outputs)
 
 
-def auxiliary_problem(criterion: Any, name: str, outputs: Optional[Set[str]], models: Iterable[str]) -> Optional[str]:
-    """Why ``criterion`` cannot train models whose training-only outputs are ``outputs`` (None: it can,
-    or no model was built yet): a criterion of auxiliary losses scores none of them."""
-    if outputs is None or not isinstance(criterion, LabelSmoothedCrossEntropyWithAuxiliaryCriterion):
+def criterion_problem(criterion: Any, name: str, outputs: Optional[Set[str]], models: Iterable[str]) -> Optional[str]:
+    """Why ``criterion`` cannot train the models built (whose training-only outputs are ``outputs``; None: none
+    built yet) on the syntax task, or None: a criterion of auxiliary losses that scores none of their outputs, a
+    criterion that scores none of the outputs they predict, or a target prefix to ignore (our targets have none)."""
+    prefix = getattr(criterion, "ignore_prefix_size", 0) or 0
+    if prefix > 0:
+        return (f"--ignore-prefix-size {prefix}: the targets of --task syntax_translation have no prefix (a language "
+                f"tag) to leave out of the loss; their first {prefix} words would not be trained. Leave it out")
+    if outputs is None:
         return None
-    if any(loss.output_key in outputs for loss in AUXILIARY_LOSSES):
+    scored = sorted({loss.output_key for loss in AUXILIARY_LOSSES})
+    arch = ", ".join(sorted(set(models)))
+    if not isinstance(criterion, LabelSmoothedCrossEntropyWithAuxiliaryCriterion):
+        predicted = sorted(outputs & set(scored))
+        if predicted:
+            return (f"--criterion {name}: --arch {arch} predicts {', '.join(predicted)} for a loss this criterion does "
+                    "not add: train it with --criterion label_smoothed_cross_entropy_with_nsd (its weights at 0 for "
+                    "the translation loss alone), or leave the prediction off (--no-nsd-predict, --no-nsd-target-predict)")
         return None
-    scored = ", ".join(sorted({loss.output_key for loss in AUXILIARY_LOSSES}))
-    return (f"--criterion {name}: --arch {', '.join(sorted(set(models)))} returns none of the "
-            f"outputs its losses score ({scored}): use an architecture that predicts them (e.g. transformer_nsd, "
-            "transformer_nsd_target; or --nsd-predict, --nsd-target-predict), or --criterion label_smoothed_cross_entropy")
+    if outputs & set(scored):
+        return None
+    return (f"--criterion {name}: --arch {arch} returns none of the outputs its losses score ({', '.join(scored)}): "
+            "use an architecture that predicts them (e.g. transformer_nsd, transformer_nsd_target; or --nsd-predict, "
+            "--nsd-target-predict), or --criterion label_smoothed_cross_entropy")
+
+
+def check_criterion(criterion: Any, name: str, outputs: Optional[Set[str]], models: Iterable[str]) -> None:
+    """:func:`criterion_problem` as a one-line UsageError."""
+    problem = criterion_problem(criterion, name, outputs, models)
+    if problem is not None:
+        raise UsageError(problem)

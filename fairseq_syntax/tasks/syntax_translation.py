@@ -11,7 +11,8 @@ from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 
-from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import auxiliary_problem
+from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import check_criterion
+from fairseq_syntax.checkpoints import stored_settings
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
@@ -322,7 +323,8 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         if problem is not None:  # every model of the task (fairseq's own too), before it allocates
             raise UsageError(problem)
         _check_probabilities(settings)
-        model = super().build_model(cfg, from_checkpoint)
+        with stored_settings(from_checkpoint):  # a refusal of stored settings names the checkpoint
+            model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
         outputs = getattr(model, "training_outputs", None)
@@ -331,13 +333,12 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         return model
 
     def build_criterion(self, cfg, from_checkpoint: bool = False):
-        """fairseq's; a criterion of auxiliary losses with a model that returns none of their outputs is
-        refused here, before the first batch (:func:`~fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary.auxiliary_problem`)."""
+        """fairseq's; refuses auxiliary losses the models give no output for, and collates the inputs they read."""
         criterion = super().build_criterion(cfg, from_checkpoint) if from_checkpoint else super().build_criterion(cfg)
-        name = str(getattr(cfg, "_name", None) or getattr(cfg, "criterion", None) or type(criterion).__name__)
-        problem = auxiliary_problem(criterion, name, self._training_outputs, self._model_names)
-        if problem is not None:
-            raise UsageError(problem)
+        check_criterion(criterion, str(getattr(cfg, "_name", None) or type(criterion).__name__),
+                        self._training_outputs, self._model_names)
+        if callable(getattr(criterion, "source_inputs", None)):  # read beyond the model's (--nsd-distance-key)
+            self.request_inputs(argparse.Namespace(syntax_inputs=criterion.source_inputs))
         return criterion
 
     def request_inputs(self, model, require_target: bool = False) -> None:

@@ -91,6 +91,10 @@ class AuxiliaryLoss(abc.ABC):
         """Log the reduced values of ``PREFIX*`` entries (fairseq's ``metrics.log_scalar``)."""
         ...
 
+    def source_inputs(self, settings: Any) -> Set[str]:
+        """``src_syntax`` keys its options make it read beyond the model's ``syntax_inputs()``."""
+        return set()
+
     def applies(self, extra: Mapping[str, Any]) -> bool:
         """Whether the model returned this loss's output."""
         value = extra.get(self.output_key)

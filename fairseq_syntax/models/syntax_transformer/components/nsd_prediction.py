@@ -220,6 +220,10 @@ class SourceDistanceLoss(_DistanceLoss):
     output_key = NSD_LOGITS_KEY
     prefix = "nsd_"
 
+    def source_inputs(self, settings: Any) -> Set[str]:
+        key = settings.nsd_distance_key  # --nsd-distance-key: gold distances other than the model's own
+        return {key} | ({key + "_mask"} if key + "_mask" in PHRASE_FEATURES else set()) if key else set()
+
     def terms(self, model: Any, net_output: Any, sample: Dict[str, Any], task: Any,
               settings: Any) -> Dict[str, Tensor]:
         extra = net_output[1]
