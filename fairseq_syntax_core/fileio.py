@@ -269,6 +269,10 @@ def atomic_write_all(outputs: Sequence["tuple[str, Callable[[str], None]]"]) -> 
             suffix = os.path.splitext(base)[1]
             try:
                 fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}{TMP_MARK}{temp_tag()}-", suffix=suffix)
+            except OSError as error:  # /proc, a read-only mount: the folder takes no new file beside the output
+                raise InputError(path, None, f"cannot write here: the folder {folder} takes no new file "
+                                             f"({error.strerror or error})") from None
+            try:
                 os.close(fd)
                 owned.enter_context(removed_on_failure(tmp))
                 write(tmp)

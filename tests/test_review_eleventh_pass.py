@@ -284,3 +284,13 @@ def test_stored_settings_that_cannot_be_built_name_the_checkpoint(tmp_path, data
                    "aw/r"], cwd=tmp_path, expect_ok=False)
     last = one_line_error(result, "fairseq-syntax-awsl", "edited.pt: ")
     assert words in last, last
+
+
+def test_an_output_in_a_folder_that_takes_no_new_file_says_so():
+    """``--output /proc/version``: the file exists, the temporary file beside it cannot be made."""
+    from fairseq_syntax_core.fileio import atomic_write
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("no /proc here")
+    with pytest.raises(InputError, match=r"/proc/version: cannot write here: the folder /proc takes no new file"):
+        atomic_write("/proc/version", ["x\n"])
