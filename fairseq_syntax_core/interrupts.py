@@ -297,6 +297,13 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
             return None
         flag = "--" + key.rsplit(".", 1)[-1].replace("_", "-")
         return f"{flag} is required here: give it a value (fairseq's setting {key} has no default)"
+    if errors is not None and isinstance(error, errors.ValidationError):  # a value of the wrong type for its setting
+        from fairseq_syntax_core import checkpoint_loader
+
+        key = str(getattr(error, "full_key", "") or getattr(error, "key", "") or "a setting")
+        what = one_line(str(getattr(error, "msg", "") or error).splitlines()[0])[:160]
+        read = checkpoint_loader.last_read  # fairseq merges a checkpoint's stored settings into its own
+        return f"{one_line(read)}: its stored setting {key}: {what}" if read else f"fairseq's setting {key}: {what}"
     text = str(error)
     hydra_errors = sys.modules.get("hydra.errors")
     merged = re.match(r"Error merging override ([\w.]+)=(.*)", text) if hydra_errors is not None and isinstance(

@@ -270,6 +270,8 @@ def test_a_missing_index_pair_is_said_missing_as_it_is(data_bin):
      "fairseq cannot build the model its stored settings describe: JSONDecodeError"),
     (lambda task, model: model.update(gps_layers="0,99"),
      "its stored settings: --gps-layers '0,99': layers [99] out of range"),
+    (lambda task, model: task.update(upsample_primary=float("nan")),  # refused by omegaconf, before any model
+     "its stored setting upsample_primary: Value 'nan' of type 'float' could not be converted to Integer"),
 ])
 def test_stored_settings_that_cannot_be_built_name_the_checkpoint(tmp_path, data_bin, edit, words):
     import torch
