@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.argtypes import Once
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
     check_outside, content_sha256, read_lines
 
@@ -48,8 +49,8 @@ RIBES = "RIBES"
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--reference", "-r", required=True, help="reference translations, one per line (detokenized)")
-    p.add_argument("--baseline", "-b", required=True, metavar="[NAME=]FILE", help="the baseline's translations")
+    p.add_argument("--reference", "-r", required=True, action=Once, help="reference translations, one per line (detokenized)")
+    p.add_argument("--baseline", "-b", required=True, action=Once, metavar="[NAME=]FILE", help="the baseline's translations")
     p.add_argument("--system", "-s", action="append", default=[], metavar="[NAME=]FILE",
                    help="a system's translations (repeatable)")
     p.add_argument("--target-lang", "-t", default=None,
@@ -61,10 +62,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="also RIBES x 100 per system (Isozaki et al. 2010, Eriguchi et al. (2016)'s metric; NLTK's, alpha 0.25, "
                         "beta 0.10) on the words BLEU counts (sacreBLEU's 13a tokens); a corpus score, no paired test")
     src = p.add_argument_group("source buckets")
-    src.add_argument("--data-bin", default=None, help="data-bin whose parse of --split gives lengths and depths")
+    src.add_argument("--data-bin", default=None, action=Once, help="data-bin whose parse of --split gives lengths and depths")
     src.add_argument("--split", default="test", help="split of --data-bin the translations are of (default: test)")
     src.add_argument("--source-lang", default=None, help="source language of --data-bin (default: its syntax.json)")
-    src.add_argument("--source", default=None, help="source text instead of --data-bin: lengths only, no depths")
+    src.add_argument("--source", default=None, action=Once, help="source text instead of --data-bin: lengths only, no depths")
     src.add_argument("--length-buckets", default="auto", metavar="EDGES",
                      help="source-length bucket edges in words, e.g. 20,30,40,50 (Xie et al. 2021, Fig. 2); "
                           "auto: the quintiles of the test set (default)")
@@ -74,11 +75,11 @@ def get_parser() -> argparse.ArgumentParser:
     sig.add_argument("--seed", type=int, default=DEFAULT_SEED, help="resampling seed (sacreBLEU: 12345)")
     sig.add_argument("--alpha", type=float, default=0.05, help="significance level of the table's verdict")
     out = p.add_argument_group("output")
-    out.add_argument("--json", default=None, help="write everything to this JSON file")
+    out.add_argument("--json", default=None, action=Once, help="write everything to this JSON file")
     out.add_argument("--statistics", action="store_true",
                      help="also keep every system's translations and per-sentence sufficient statistics in --json "
                           "(what fairseq-syntax-report needs to recompute paired tests without references)")
-    out.add_argument("--plot", default=None, help="write the per-bucket BLEU differences to this PNG")
+    out.add_argument("--plot", default=None, action=Once, help="write the per-bucket BLEU differences to this PNG")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 

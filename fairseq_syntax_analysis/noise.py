@@ -22,6 +22,9 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
         model, sep2, p = key.rpartition(":")
         if not sep or not sep2 or not model:
             raise UsageError(f"--point {spec!r}: expected MODEL:P=EVAL_JSON")
+        if re.search(r"\.seed\d+$", model):  # the curve is the model's; its evaluation names the seed
+            raise UsageError(f"--point {spec!r}: MODEL names a seed; expected {model.rsplit('.seed', 1)[0]!r} (the "
+                             "evaluation's system is MODEL.seedN)")
         try:
             prob = float(p)
         except ValueError:

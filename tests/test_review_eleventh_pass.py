@@ -296,3 +296,19 @@ def test_an_output_in_a_folder_that_takes_no_new_file_says_so():
         pytest.skip("no /proc here")
     with pytest.raises(InputError, match=r"/proc/version: cannot write here: the folder /proc takes no new file"):
         atomic_write("/proc/version", ["x\n"])
+
+
+def test_evaluate_refuses_a_single_valued_option_given_twice(capsys):
+    from fairseq_syntax_analysis.evaluate import get_parser
+
+    with pytest.raises(SystemExit):
+        get_parser().parse_args(["-r", "ref", "--baseline", "a\x1b[31m=x", "--baseline", "y"])
+    err = capsys.readouterr().err
+    assert "--baseline: given twice ('a\\x1b[31m=x', then 'y'); it takes one value" in err and "\x1b" not in err
+
+
+def test_a_noise_point_s_model_names_no_seed(tmp_path):
+    from fairseq_syntax_analysis.noise import noise_points
+
+    with pytest.raises(UsageError, match=r"MODEL names a seed; expected 'transformer'"):
+        noise_points([f"transformer.seed1:0.2={_point(tmp_path / 'e.json', 0.2)}"])
