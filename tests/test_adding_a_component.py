@@ -182,13 +182,18 @@ def _run(args, cwd, stdin=None):
     return result
 
 
+def _train_argv(data, common, arch, save, *extra):
+    """A tiny fairseq-train of the copied plugin's ``arch``."""
+    return [tool("fairseq-train"), data, *common, "--arch", arch, *CLI_TINY, "--optimizer", "adam", "--lr", "0.002",
+            "--max-tokens", "1500", "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1",
+            *extra]
+
+
 @pytest.mark.slow
 def test_one_module_and_one_preset_row_train_decode_save_and_load(multi30k_bin, extended_plugin, tmp_path):
     data, save = str(multi30k_bin), str(tmp_path / "ck")
     common = ["--user-dir", extended_plugin, "--task", "syntax_translation"]
-    train = [tool("fairseq-train"), data, *common, "--arch", "transformer_label_bias_iwslt_de_en", *CLI_TINY,
-             "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500", "--save-dir", save,
-             "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", "--label-bias-scale", "2"]
+    train = _train_argv(data, common, "transformer_label_bias_iwslt_de_en", save, "--label-bias-scale", "2")
     _run(train + ["--max-update", "6"], cwd=str(tmp_path))
     checkpoint = os.path.join(save, "checkpoint_last.pt")
 
@@ -222,11 +227,9 @@ def test_an_output_and_its_loss_are_one_module_the_criterion_adds_generically(mu
     """A training-only output with its own loss and weight: the criterion adds it without knowing it."""
     data, save = str(multi30k_bin), str(tmp_path / "ck")
     common = ["--user-dir", extended_plugin, "--task", "syntax_translation"]
-    train = [tool("fairseq-train"), data, *common, "--arch", "transformer_label_tagging_iwslt_de_en", *CLI_TINY,
-             "--optimizer", "adam", "--lr", "0.002", "--max-tokens", "1500", "--save-dir", save,
-             "--no-epoch-checkpoints", "--no-progress-bar", "--seed", "1", "--log-format", "simple",
-             "--log-interval", "1", "--criterion", "label_smoothed_cross_entropy_with_auxiliary",
-             "--label-smoothing", "0.1", "--label-tagging-weight", "0.5", "--max-update", "4"]
+    train = _train_argv(data, common, "transformer_label_tagging_iwslt_de_en", save, "--log-format", "simple",
+                        "--log-interval", "1", "--criterion", "label_smoothed_cross_entropy_with_auxiliary",
+                        "--label-smoothing", "0.1", "--label-tagging-weight", "0.5", "--max-update", "4")
     trained = _run(train, cwd=str(tmp_path))
     assert "label_acc=" in trained.stderr + trained.stdout  # its metric, reduced by the loss itself
     refused = subprocess.run(train[:-1] + ["5", "--label-tagging-weight", "x"], cwd=str(tmp_path),

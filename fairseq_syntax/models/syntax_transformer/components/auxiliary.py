@@ -22,7 +22,9 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Type
 
 from torch import Tensor, nn
 
-from .base import BuildContext, EncoderBatch
+from fairseq_syntax.modules.syntactic_distance import NSD_MASK_KEY
+
+from .base import ATTENTION_COMPONENTS, INPUT_COMPONENTS, BuildContext, EncoderBatch, register_options
 
 __all__ = [
     "SOURCE_PADDING_KEY",
@@ -36,8 +38,9 @@ __all__ = [
     "extra_of",
 ]
 
-#: ``extra`` key of the source padding mask (``[B x T]``, True at padding) beside the encoder's outputs
-SOURCE_PADDING_KEY = "src_nsd_padding_mask"  # its name since 0.2 (Ma et al. 2019's predictor was the first output)
+#: ``extra`` key of the source padding mask (``[B x T]``, True at padding) beside the encoder's outputs (its
+#: name since 0.2, when Ma et al. 2019's predictor was the only output)
+SOURCE_PADDING_KEY = NSD_MASK_KEY
 
 
 class OutputComponent(nn.Module, abc.ABC):
@@ -109,8 +112,6 @@ LOSS_OPTION_CLASSES: List[type] = []
 
 def register_output(cls: Type[OutputComponent]) -> Type[OutputComponent]:
     """Add an output component (its options join the model config)."""
-    from .base import ATTENTION_COMPONENTS, INPUT_COMPONENTS, register_options
-
     names = [c.name for c in INPUT_COMPONENTS + ATTENTION_COMPONENTS + OUTPUT_COMPONENTS]
     if not cls.name or cls.name in names or not cls.output_key:
         raise ValueError(f"output component {cls.__name__} needs a unique name and an output_key")
