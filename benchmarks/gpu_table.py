@@ -1,7 +1,7 @@
 """The GPU table of docs/benchmarks.md from ``gpu_check.py`` JSON files (benchmarks/results/gpu_check_*.json).
 
-    python benchmarks/gpu_table.py benchmarks/results/gpu_check_h100_run2.json \\
-        benchmarks/results/gpu_check_h100_run1.json benchmarks/results/gpu_check_h100_run3.json
+    python benchmarks/gpu_table.py benchmarks/results/gpu_check_h100_run4.json \\
+        benchmarks/results/gpu_check_h100_run5.json
 
 One row per family: the in-process fp16 training-step ratio (``steps``), every ``fairseq-train``
 ratio and beam-5 ``fairseq-generate`` ratio found in the files (with the file's run name), and the
