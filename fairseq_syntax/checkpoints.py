@@ -66,10 +66,10 @@ def model_class_problem(state: Any) -> Optional[str]:
 
 
 @contextlib.contextmanager
-def stored_settings(from_checkpoint: bool) -> Iterator[None]:
+def stored_settings(from_checkpoint: bool, what: str = "model") -> Iterator[None]:
     """Building a model from a checkpoint's stored settings: a refusal names the checkpoint (the user gave no such
     flag), and what fairseq raises on settings it cannot build from is one line naming it too. Errors about
-    the data-bin pass unchanged."""
+    the data-bin pass unchanged. ``what``: "model" or "criterion" (``fairseq-validate`` builds the stored one)."""
     path = checkpoint_loader.last_read or "the checkpoint"
     try:
         yield
@@ -87,5 +87,12 @@ def stored_settings(from_checkpoint: bool) -> Iterator[None]:
     except (ValueError, TypeError, RuntimeError, KeyError) as error:
         if not from_checkpoint:
             raise
-        raise CheckpointError(path, None, f"fairseq cannot build the model its stored settings describe: "
+        raise CheckpointError(path, None, f"fairseq cannot build the {what} its stored settings describe: "
                                           f"{error_text(error)}") from None
+    except Exception as error:  # noqa: BLE001 - fairseq's bare ``Exception`` refusals (AdaptiveLoss's)
+        if type(error) is not Exception:
+            raise
+        if from_checkpoint:
+            raise CheckpointError(path, None, f"fairseq cannot build the {what} its stored settings describe: "
+                                              f"{error_text(error)}") from None
+        raise UsageError(f"fairseq cannot build the {what}: {error_text(error)}") from None

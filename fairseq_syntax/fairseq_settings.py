@@ -10,7 +10,7 @@ Each check returns the one line that names the option, its value and what is acc
 * :func:`generation_shards_error`: fairseq-generate's ``--num-shards``/``--shard-id``, which it does not read
   (``fairseq_cli.generate.main``, before the results file is opened).
 
-Search settings are checked by the task when the generator is built (``syntax_translation._check_search``).
+Search settings are checked by the task when the generator is built (``search_settings.check_search``).
 """
 
 import logging

@@ -17,13 +17,15 @@ the model was trained with, are refused (``allow_other_data_bin=True``: a warnin
 fairseq-interactive (``SyntaxTranslationTask.check_applied_bpe``).
 """
 
+import argparse
 import os
 import weakref
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_syntax.search_settings import check_search
 from fairseq_syntax_core.errors import CheckpointError, UsageError
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.fileio import BOM
@@ -119,4 +121,23 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                               f"its settings name BPE codes (cfg.bpe.bpe_codes {quoted(stored, 60)}) that the caller "
                               "did not give: give bpe='subword_nmt', bpe_codes= the bpe.codes of the data-bin it was "
                               "trained on")
+    check_stored_generation(x["args"], x["task"], kwargs, os.path.join(model_name_or_path, checkpoint_file))
     return SyntaxHubInterface(x["args"], x["task"], x["models"])
+
+
+def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: str) -> None:
+    """The generation settings the hub decodes with that the checkpoint stored (not given by the caller): refused
+    naming the checkpoint, as the caller gave no such flag (the caller's own are checked when the generator is
+    built)."""
+    generation = getattr(cfg, "generation", None)
+    if generation is None:
+        return
+    try:
+        stored = {key: generation.get(key) for key in generation if key not in given}
+    except Exception:  # noqa: BLE001 - an unresolvable interpolation: fairseq's own loader said so already
+        return
+    dictionary = getattr(task, "target_dictionary", None)
+    try:
+        check_search(argparse.Namespace(**stored), len(dictionary) if dictionary is not None else None)
+    except UsageError as error:
+        raise CheckpointError(path, None, f"its stored generation settings (cfg.generation): {error}") from None

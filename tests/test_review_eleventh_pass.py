@@ -312,3 +312,55 @@ def test_a_noise_point_s_model_names_no_seed(tmp_path):
 
     with pytest.raises(UsageError, match=r"MODEL names a seed; expected 'transformer'"):
         noise_points([f"transformer.seed1:0.2={_point(tmp_path / 'e.json', 0.2)}"])
+
+
+def _edited_copy(tmp_path, model: str, edit) -> str:
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(os.path.join(FIXTURE, "checkpoints", f"{model}.pt"))
+    edit(state["cfg"])
+    torch.save(state, tmp_path / "model.pt")
+    return str(tmp_path / "model.pt")
+
+
+def test_a_stored_criterion_fairseq_cannot_build_is_one_line_naming_the_checkpoint(tmp_path, data_bin):
+    """``fairseq-validate`` builds the checkpoint's own criterion; fairseq's AdaptiveLoss refuses with a bare
+    ``Exception``, which was a traceback."""
+    _edited_copy(tmp_path, "transformer_gps", lambda cfg: cfg["criterion"].update(_name="adaptive_loss"))
+    result = call([tool("fairseq-validate"), "data-bin", *TASK, "--path", "model.pt", "--valid-subset", "test", "--batch-size", "4",
+                   "--cpu"], cwd=tmp_path, expect_ok=False)
+    last = one_line_error(result, "fairseq-validate", "model.pt: ")
+    assert "cannot build the criterion its stored settings describe" in last and "AdaptiveLoss" in last, last
+
+
+def test_the_hub_names_the_checkpoint_for_a_stored_generation_setting(tmp_path):
+    """The hub decodes with the checkpoint's stored generation settings: a NaN there is the checkpoint's,
+    not a flag the caller gave; the caller's own value replaces it."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+    from fairseq_syntax_core.errors import CheckpointError
+
+    _edited_copy(tmp_path, "transformer_dep_rel", lambda cfg: cfg["generation"].update(lenpen=float("nan")))
+    data = os.path.join(FIXTURE, "data-bin")
+    settings = dict(tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(data, "bpe.codes"))
+    with pytest.raises(CheckpointError, match=r"model\.pt: its stored generation settings \(cfg\.generation\): "
+                                              r"--lenpen nan: expected a finite number"):
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, **settings)
+    hub = ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+        str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, lenpen=1.0, **settings)
+    assert isinstance(hub.translate("a man .", beam=2), str)
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf", "-1"])
+def test_a_length_prior_weight_that_is_no_weight_is_refused_with_or_without_the_prior(weight):
+    import argparse
+
+    from fairseq_syntax.search_settings import check_search
+
+    with pytest.raises(UsageError, match=f"--length-prior-weight {float(weight)}: expected a finite number >= 0"):
+        check_search(argparse.Namespace(beam=5, nbest=1), 100, float(weight))
+    check_search(argparse.Namespace(beam=5, nbest=1), 100, 0.5)

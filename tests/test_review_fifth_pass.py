@@ -202,7 +202,7 @@ def test_the_moses_tokenizer_without_languages_is_one_line_without_fairseqs_sett
     ({"sampling_topk": -3}, "--sampling-topk -3"), ({"sampling_topk": 161}, "--sampling-topk 161"),
 ])
 def test_sampling_settings_are_checked_with_the_target_dictionary(settings, words):
-    from fairseq_syntax.tasks.syntax_translation import _check_search
+    from fairseq_syntax.search_settings import check_search as _check_search
     from fairseq_syntax_core.errors import UsageError
 
     base = {"beam": 2, "nbest": 2, "sampling_topp": -1.0, "sampling_topk": -1}

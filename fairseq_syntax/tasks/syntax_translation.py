@@ -2,7 +2,6 @@
 
 import argparse
 import logging
-import math
 import os
 from typing import List, Optional, Set
 
@@ -23,6 +22,7 @@ from fairseq_syntax.data.online_parser import SourceTexts
 from fairseq_syntax.data.syntax_features import FEATURES, derivable_features
 from fairseq_syntax.data.syntax_dataset import SideFileError, SyntaxLanguagePairDataset, check_streams
 from fairseq_syntax.reference_scoring import check_reference_scoring
+from fairseq_syntax.search_settings import check_probabilities, check_search
 from fairseq_syntax.sequence_generator import generator_class_and_kwargs as length_prior_generator
 from fairseq_syntax_core.databin import (
     LABEL,
@@ -322,7 +322,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
         if problem is not None:  # every model of the task (fairseq's own too), before it allocates
             raise UsageError(problem)
-        _check_probabilities(settings)
+        check_probabilities(settings)
         with stored_settings(from_checkpoint):  # a refusal of stored settings names the checkpoint
             model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
@@ -334,7 +334,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
 
     def build_criterion(self, cfg, from_checkpoint: bool = False):
         """fairseq's; refuses auxiliary losses the models give no output for, and collates the inputs they read."""
-        criterion = super().build_criterion(cfg, from_checkpoint) if from_checkpoint else super().build_criterion(cfg)
+        stored = from_checkpoint or bool(self.loaded_provenances)  # fairseq-validate: the checkpoint's criterion
+        with stored_settings(stored, "criterion"):
+            criterion = super().build_criterion(cfg, from_checkpoint) if from_checkpoint else super().build_criterion(cfg)
         check_criterion(criterion, str(getattr(cfg, "_name", None) or type(criterion).__name__),
                         self._training_outputs, self._model_names)
         if callable(getattr(criterion, "source_inputs", None)):  # read beyond the model's (--nsd-distance-key)
@@ -432,7 +434,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
 
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
-        _check_search(args, len(self.target_dictionary))
+        check_search(args, len(self.target_dictionary), getattr(self.cfg, "length_prior_weight", 1.0))
         if getattr(args, "score_reference", False):  # teacher-forced: gold target distances, or a refusal
             check_reference_scoring(models, utils.split_paths(self.cfg.data)[0], self.cfg.target_lang,
                                     bool(self.target_stream_names))
@@ -451,49 +453,3 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs,
             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn,
         )
-
-
-def _check_search(args, vocabulary: Optional[int] = None) -> None:
-    """Search settings fairseq accepts and then fails on deep in the generator (or reads as "off" without a word),
-    refused in one line. ``vocabulary``: the size of the target dictionary, which top-k sampling draws from."""
-    beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
-    if isinstance(beam, int) and beam < 1:
-        raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
-    if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
-        raise UsageError(f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
-    for name in ("lenpen", "unkpen", "diversity_rate", "diverse_beam_strength", "lm_weight"):
-        value = getattr(args, name, 0)  # NaN: fairseq's "> -1" or "!= 0" tests read it as off, or score with it
-        if isinstance(value, (int, float)) and not math.isfinite(value):
-            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite number")
-    temperature = getattr(args, "temperature", 1.0)
-    if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
-        raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")
-    for name in ("max_len_a", "max_len_b"):
-        value = getattr(args, name, 0)
-        if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):  # NaN fails too
-            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite length >= 0 "
-                             "(the longest translation is max-len-a * source length + max-len-b)")
-    # fairseq samples from the top p (top k) only when the value is > 0: NaN, 0 and other negatives than its
-    # default -1 would sample from the whole distribution without a word; p > 1 is no probability mass
-    topp = getattr(args, "sampling_topp", -1.0)
-    if isinstance(topp, (int, float)) and not isinstance(topp, bool) and topp != -1 and not 0 < topp <= 1:
-        raise UsageError(f"--sampling-topp {topp:g}: expected a probability mass in (0, 1], or -1 (fairseq's default: "
-                         "no nucleus sampling)")
-    topk = getattr(args, "sampling_topk", -1)
-    if isinstance(topk, int) and not isinstance(topk, bool) and topk != -1 and \
-            not (1 <= topk and (vocabulary is None or topk <= vocabulary)):
-        most = f" to {vocabulary}, the target dictionary's size" if vocabulary is not None else " or more"
-        raise UsageError(f"--sampling-topk {topk}: expected a number of candidates from 1{most}, or -1 "
-                         "(fairseq's default: no top-k sampling)")
-    if isinstance(topk, int) and topk > 0 and isinstance(topp, (int, float)) and topp > 0:
-        raise UsageError(f"--sampling-topk {topk} with --sampling-topp {topp:g}: fairseq samples from the top p "
-                         "and ignores top-k; give one of them")
-
-
-def _check_probabilities(settings) -> None:
-    """Dropout and layer-drop rates of any model of the task: fairseq takes a negative one silently and
-    fails on one above 1 in the first forward (leaving a crash.pt)."""
-    for key, value in settings.items():
-        if (key.endswith("dropout") or key.endswith("layerdrop")) and isinstance(value, (int, float)) \
-                and not isinstance(value, bool) and not 0.0 <= value < 1.0:  # NaN fails too
-            raise UsageError(f"--{key.replace('_', '-')} {value}: expected a probability in [0, 1)")

@@ -1,0 +1,58 @@
+"""Search and dropout settings that fairseq takes and then misreads or fails on deep inside, refused in one line
+when the task builds a generator (:func:`check_search`; the hub also checks a checkpoint's stored generation
+settings with it) or a model (:func:`check_probabilities`)."""
+
+import math
+from typing import Any, Mapping, Optional
+
+from fairseq_syntax_core.errors import UsageError
+
+
+def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weight: Any = 1.0) -> None:
+    """Search settings fairseq accepts and then fails on deep in the generator (or reads as "off" without a word),
+    refused in one line. ``vocabulary``: the size of the target dictionary, which top-k sampling draws from;
+    ``length_prior_weight``: the task's, refused when not finite whether or not ``--length-prior`` reads it."""
+    if isinstance(length_prior_weight, (int, float)) and not (math.isfinite(length_prior_weight)
+                                                              and length_prior_weight >= 0):
+        raise UsageError(f"--length-prior-weight {length_prior_weight}: expected a finite number >= 0")
+    beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
+    if isinstance(beam, int) and beam < 1:
+        raise UsageError(f"--beam {beam}: expected at least 1 hypothesis per step")
+    if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
+        raise UsageError(f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
+    for name in ("lenpen", "unkpen", "diversity_rate", "diverse_beam_strength", "lm_weight"):
+        value = getattr(args, name, 0)  # NaN: fairseq's "> -1" or "!= 0" tests read it as off, or score with it
+        if isinstance(value, (int, float)) and not math.isfinite(value):
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite number")
+    temperature = getattr(args, "temperature", 1.0)
+    if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
+        raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")
+    for name in ("max_len_a", "max_len_b"):
+        value = getattr(args, name, 0)
+        if isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):  # NaN fails too
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite length >= 0 "
+                             "(the longest translation is max-len-a * source length + max-len-b)")
+    # fairseq samples from the top p (top k) only when the value is > 0: NaN, 0 and other negatives than its
+    # default -1 would sample from the whole distribution without a word; p > 1 is no probability mass
+    topp = getattr(args, "sampling_topp", -1.0)
+    if isinstance(topp, (int, float)) and not isinstance(topp, bool) and topp != -1 and not 0 < topp <= 1:
+        raise UsageError(f"--sampling-topp {topp:g}: expected a probability mass in (0, 1], or -1 (fairseq's default: "
+                         "no nucleus sampling)")
+    topk = getattr(args, "sampling_topk", -1)
+    if isinstance(topk, int) and not isinstance(topk, bool) and topk != -1 and \
+            not (1 <= topk and (vocabulary is None or topk <= vocabulary)):
+        most = f" to {vocabulary}, the target dictionary's size" if vocabulary is not None else " or more"
+        raise UsageError(f"--sampling-topk {topk}: expected a number of candidates from 1{most}, or -1 "
+                         "(fairseq's default: no top-k sampling)")
+    if isinstance(topk, int) and topk > 0 and isinstance(topp, (int, float)) and topp > 0:
+        raise UsageError(f"--sampling-topk {topk} with --sampling-topp {topp:g}: fairseq samples from the top p "
+                         "and ignores top-k; give one of them")
+
+
+def check_probabilities(settings: Mapping[str, Any]) -> None:
+    """Dropout and layer-drop rates of any model of the task: fairseq takes a negative one silently and
+    fails on one above 1 in the first forward (leaving a crash.pt)."""
+    for key, value in settings.items():
+        if (key.endswith("dropout") or key.endswith("layerdrop")) and isinstance(value, (int, float)) \
+                and not isinstance(value, bool) and not 0.0 <= value < 1.0:  # NaN fails too
+            raise UsageError(f"--{key.replace('_', '-')} {value}: expected a probability in [0, 1)")
