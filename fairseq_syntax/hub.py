@@ -126,18 +126,22 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
 
 
 def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: str) -> None:
-    """The generation settings the hub decodes with that the checkpoint stored (not given by the caller): refused
-    naming the checkpoint, as the caller gave no such flag (the caller's own are checked when the generator is
-    built)."""
+    """The generation settings the hub decodes with (the checkpoint's, the caller's keywords over them), checked
+    as the task checks flags: a refusal whose setting the checkpoint stored names the checkpoint (the caller gave
+    no such flag); one the caller gave is the caller's."""
     generation = getattr(cfg, "generation", None)
     if generation is None:
         return
     try:
-        stored = {key: generation.get(key) for key in generation if key not in given}
+        settings = {key: generation.get(key) for key in generation}
     except Exception:  # noqa: BLE001 - an unresolvable interpolation: fairseq's own loader said so already
         return
+    settings.update({key: value for key, value in given.items() if key in settings})
     dictionary = getattr(task, "target_dictionary", None)
     try:
-        check_search(argparse.Namespace(**stored), len(dictionary) if dictionary is not None else None)
+        check_search(argparse.Namespace(**settings), len(dictionary) if dictionary is not None else None)
     except UsageError as error:
+        flag = str(error).split(" ", 1)[0].lstrip("-").replace("-", "_")  # every refusal starts with its flag
+        if flag in given:
+            raise
         raise CheckpointError(path, None, f"its stored generation settings (cfg.generation): {error}") from None

@@ -353,6 +353,12 @@ def test_the_hub_names_the_checkpoint_for_a_stored_generation_setting(tmp_path):
     hub = ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
         str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, lenpen=1.0, **settings)
     assert isinstance(hub.translate("a man .", beam=2), str)
+    with pytest.raises(UsageError, match=r"^--lenpen inf: expected a finite number"):  # the caller's own: not blamed
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, lenpen=float("inf"), **settings)
+    _edited_copy(tmp_path, "transformer_dep_rel", lambda cfg: cfg["generation"].update(beam=4, nbest=4))
+    hub = ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(  # stored nbest 4 read with the caller's beam
+        str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, beam=4, **settings)
 
 
 @pytest.mark.parametrize("weight", ["nan", "inf", "-1"])
