@@ -92,6 +92,7 @@ from fairseq_syntax_core.checkpoint_loader import (
 from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError, UserError
 from fairseq_syntax_core.fileio import check_input_file
 from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
+from fairseq_syntax_core.signal_exceptions import signals_raised
 from fairseq_syntax_core.startup import ensure_open_files
 
 from .checkpoints import model_class_problem
@@ -351,16 +352,14 @@ def _wrap_generate_main() -> bool:
     def _main(cfg, output_file):
         try:
             return original(cfg, output_file)
-        except UserError:
-            discard_results(output_file)  # refused: no results file, as if the run had not started
-            raise
         except OSError as error:
-            if error.filename is not None:
-                raise
             name = discard_results(output_file)  # this run's own, half-written
-            if name is None:
+            if error.filename is not None or name is None:
                 raise
             raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
+        except BaseException:  # refused, failed or interrupted: no results file, as if the run had not started
+            discard_results(output_file)
+            raise
 
     _main._fairseq_syntax = True  # type: ignore[attr-defined]
     generate._main = _main
@@ -385,7 +384,7 @@ def _wrap_generate_entry() -> bool:
         error = generation_shards_error(cfg)
         if error is not None:
             raise UsageError(error)
-        with earlier_results_kept(cfg):
+        with signals_raised(), earlier_results_kept(cfg):
             return original(cfg)
 
     main._fairseq_syntax = True  # type: ignore[attr-defined]

@@ -126,9 +126,9 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
 
 
 def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: str) -> None:
-    """The generation settings the hub decodes with (the checkpoint's, the caller's keywords over them), checked
-    as the task checks flags: a refusal whose setting the checkpoint stored names the checkpoint (the caller gave
-    no such flag); one the caller gave is the caller's."""
+    """The generation settings the hub decodes with (the checkpoint's, the caller's keywords over them; the task's
+    ``length_prior_weight`` too), checked as the task checks flags: a refusal whose setting the checkpoint stored
+    names the checkpoint (the caller gave no such flag); one the caller gave is the caller's."""
     generation = getattr(cfg, "generation", None)
     if generation is None:
         return
@@ -138,10 +138,12 @@ def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: st
         return
     settings.update({key: value for key, value in given.items() if key in settings})
     dictionary = getattr(task, "target_dictionary", None)
+    weight = given.get("length_prior_weight", getattr(getattr(task, "cfg", None), "length_prior_weight", 1.0))
     try:
-        check_search(argparse.Namespace(**settings), len(dictionary) if dictionary is not None else None)
+        check_search(argparse.Namespace(**settings), len(dictionary) if dictionary is not None else None, weight)
     except UsageError as error:
         flag = str(error).split(" ", 1)[0].lstrip("-").replace("-", "_")  # every refusal starts with its flag
         if flag in given:
             raise
-        raise CheckpointError(path, None, f"its stored generation settings (cfg.generation): {error}") from None
+        section = "task" if flag == "length_prior_weight" else "generation"
+        raise CheckpointError(path, None, f"its stored {section} settings (cfg.{section}): {error}") from None

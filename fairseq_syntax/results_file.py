@@ -1,10 +1,16 @@
 """fairseq-generate's ``--results-path`` file: an earlier run's stays until this run completes, and a run that
-stops leaves no file of its own half-written (wrappers in :mod:`fairseq_syntax.compat`)."""
+stops (an error, Ctrl-C, SIGTERM, SIGHUP: :func:`~fairseq_syntax_core.signal_exceptions.signals_raised`) leaves no file
+of its own half-written (wrappers in :mod:`fairseq_syntax.compat`). A link there is refused: fairseq would
+write through it."""
 
 import contextlib
 import os
 import sys
 from typing import Optional
+
+from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.interrupts import signals_deferred
+from fairseq_syntax_core.oneline import one_line
 
 __all__ = ["discard_results", "earlier_results_kept"]
 
@@ -37,7 +43,11 @@ def earlier_results_kept(cfg):
         yield
         return
     path = os.path.join(folder, f"generate-{subset}.txt")
-    if not os.path.isfile(path) or os.path.islink(path):
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        what = "a symbolic link" if os.path.islink(path) else "not a regular file"
+        raise UsageError(f"--results-path {one_line(folder)}: generate-{one_line(subset)}.txt there is {what}, "
+                         "which fairseq-generate would write through: remove it, or give another folder")
+    if not os.path.isfile(path):
         yield
         return
     kept = os.path.join(folder, f".generate-{subset}.txt.kept-{os.getpid()}")
@@ -45,6 +55,7 @@ def earlier_results_kept(cfg):
     try:
         yield
     except BaseException:
-        os.replace(kept, path)  # the earlier results, whatever this run left there
+        with signals_deferred():
+            os.replace(kept, path)  # the earlier results, whatever this run left there
         raise
     os.remove(kept)

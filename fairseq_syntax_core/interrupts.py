@@ -34,6 +34,7 @@ import sys
 from typing import Iterator, List, Optional
 
 from fairseq_syntax_core.errors import UserError
+from fairseq_syntax_core.signal_exceptions import Interrupted
 from fairseq_syntax_core.oneline import one_line
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
@@ -401,6 +402,15 @@ def install_error_hook() -> None:
         return
 
     def hook(kind, value, traceback):
+        if isinstance(value, Interrupted):
+            name = signal.Signals(value.signum).name
+            try:
+                sys.stdout.flush()
+                sys.stderr.write(f"\n{_prog()}: interrupted ({name}); no output was left half-written\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os._exit(128 + value.signum)
         if os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
             shown = value if issubclass(kind, USER_ERRORS) else None
             if shown is None:

@@ -13,13 +13,19 @@ import numpy as np
 SEPARATOR = "@@"
 
 
-def learn_codes(token_lines: Iterable[List[str]], num_symbols: int, out_path: str, min_frequency: int = 2) -> None:
-    """Learn ``num_symbols`` merge operations on the given tokenized lines (both sides for joint codes)."""
+def learn_codes(token_lines: Iterable[List[str]], num_symbols: int, out_path: str, min_frequency: int = 2) -> int:
+    """Learn ``num_symbols`` merge operations on the given tokenized lines (both sides for joint codes); returns
+    how many it learned (0: too little text, where subword-nmt itself fails on an empty pair count)."""
     from subword_nmt.learn_bpe import learn_bpe
 
     text = io.StringIO("".join(" ".join(tokens) + "\n" for tokens in token_lines))
     with open(out_path, "w", encoding="utf-8") as out:
-        learn_bpe(text, out, num_symbols, min_frequency=min_frequency)
+        try:
+            learn_bpe(text, out, num_symbols, min_frequency=min_frequency)
+        except ValueError:  # max() of no pair statistics: no merge to learn
+            return 0
+    with open(out_path, encoding="utf-8") as handle:
+        return sum(1 for line in handle if not line.startswith("#version:"))
 
 
 _worker_bpe = None

@@ -244,6 +244,7 @@ def run(args) -> Dict[str, int]:
 
     if not 0.0 <= args.p <= 1.0:
         raise UsageError(f"--p {args.p}: expected a probability in [0, 1]")
+    args.p = abs(args.p)  # in [0, 1]: only -0.0 changes, recorded as 0.0
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed}: expected a non-negative integer")
     meta_path = os.path.join(args.data_bin, METADATA_FILE)
@@ -257,6 +258,9 @@ def run(args) -> Dict[str, int]:
     if HEAD.name not in streams or LABEL.name not in streams:
         raise InputError(meta_path, None, f"the source '{src}' has no parse streams to perturb")
     known = list(meta.get("splits", {}))
+    if args.splits is not None and not all(x.strip() for x in args.splits.split(",")):
+        raise UsageError(f"--splits {args.splits!r}: an empty split name (an unset variable?): give split names "
+                         f"separated by commas, of {known}")
     requested = [x.strip() for x in args.splits.split(",") if x.strip()] if args.splits else \
         [s for s in known if s.startswith("test")]
     splits = list(dict.fromkeys(requested))  # each split once

@@ -129,7 +129,13 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
             lines = [line.split() for path in args.learn for line in _read(path)]
             if not lines:
                 raise InputError(args.learn[0], None, "is empty: learning BPE codes needs text")
-            atomic_write_with(args.codes, lambda tmp: bpe_stage.learn_codes(lines, args.symbols, tmp))
+            def learn(tmp: str) -> None:
+                if bpe_stage.learn_codes(lines, args.symbols, tmp) == 0:
+                    raise InputError(args.learn[0], None, f"BPE learned no merges from the {len(lines)} lines of "
+                                     f"{', '.join(args.learn)} (too little text: every pair of symbols is seen "
+                                     "fewer than 2 times): learn from more text")
+
+            atomic_write_with(args.codes, learn)
         if args.input:
             pieces = bpe_stage.apply_codes([l.split() for l in _read(args.input)], args.codes, args.workers)
             atomic_write(args.output, (" ".join(p) + "\n" for p in pieces))

@@ -101,12 +101,7 @@ class TextChain:
                 shutil.copyfile(args.bpe_codes, codes)
             else:
                 train = next(s for s in self.splits if s.name == "train")
-                try:
-                    bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
-                    with open(codes, encoding="utf-8") as handle:
-                        merges = sum(1 for line in handle if not line.startswith("#version:"))
-                except ValueError:
-                    merges = 0
+                merges = bpe_stage.learn_codes(train.src_tokens + train.tgt_tokens, args.bpe_symbols, codes)
                 if merges == 0:
                     raise InputError(train.src_path, None,
                                      f"BPE learned no merges from the train split ({len(train.src_tokens)} lines, "

@@ -55,11 +55,18 @@ class WordTree:
         n = len(self.words)
         if n < 3:
             return True
-        dependents = np.arange(1, n + 1)
         has_head = self.heads > 0
-        left = np.where(has_head, np.minimum(dependents, self.heads), 0)[has_head]
-        right = np.where(has_head, np.maximum(dependents, self.heads), 0)[has_head]
-        # arcs (l1, r1) and (l2, r2) cross iff l1 < l2 < r1 < r2
-        l1, l2 = left[:, None], left[None, :]
-        r1, r2 = right[:, None], right[None, :]
-        return not bool(((l1 < l2) & (l2 < r1) & (r1 < r2)).any())
+        dependents = np.arange(1, n + 1)[has_head]
+        heads = self.heads[has_head]
+        left, right = np.minimum(dependents, heads), np.maximum(dependents, heads)
+        # arcs (l1, r1) and (l2, r2) cross iff l1 < l2 < r1 < r2: by left end (the longer first at a tie), each
+        # arc must close within the innermost arc still open at its left end; O(n log n) time, O(n) memory
+        order = np.lexsort((-right, left))
+        open_ends: List[int] = []
+        for start, end in zip(left[order].tolist(), right[order].tolist()):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1]:
+                return False
+            open_ends.append(end)
+        return True

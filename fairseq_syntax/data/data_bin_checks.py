@@ -167,3 +167,21 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
                             " fairseq-train reads one per epoch, so its sentences are trained on twice as often")
         listed.setdefault(os.path.realpath(path), position + 1)
     return warnings
+
+
+def oversized_message(datasets: Dict, dataset, indices, max_positions) -> str:
+    """fairseq's "Size of sample #N is invalid" as one line: which split (or the input being decoded), how many
+    sentences, the first one's id and lengths, the limits, and what to do."""
+    split = next((name for name, loaded in datasets.items() if loaded is dataset), None)
+    where = f"the {split} split" if split is not None else "the input"
+    _, ignored = dataset.filter_indices_by_size(indices, max_positions)
+    first = int(ignored[0])
+    size = dataset.size(first)
+    lengths = (f"{int(size[0])} source and {int(size[1])} target tokens" if isinstance(size, (tuple, list))
+               and len(size) == 2 else f"{size} tokens")
+    limits = (f"source {max_positions[0]}, target {max_positions[1]} tokens" if isinstance(max_positions, (tuple, list))
+              and len(max_positions) == 2 else f"{max_positions} tokens")
+    return (f"{len(ignored)} sentence(s) of {where} are longer than the limits ({limits}: the least of "
+            f"--max-source-positions/--max-target-positions and the model's), the first sentence id {first} with "
+            f"{lengths}: raise the limits, shorten the input, or skip such sentences with "
+            "--skip-invalid-size-inputs-valid-test")

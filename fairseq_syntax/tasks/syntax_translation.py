@@ -15,7 +15,7 @@ from fairseq_syntax.checkpoints import stored_settings
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
-    REMAKE, check_dictionary, check_epoch_paths, check_split, check_token_ids, read_metadata,
+    REMAKE, check_dictionary, oversized_message, check_epoch_paths, check_split, check_token_ids, read_metadata,
 )
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
@@ -265,7 +265,12 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """fairseq's; a train split it leaves without a sentence is a UsageError naming the split and the limits
         (fairseq went on to an ``IndexError`` in ``data_utils.batch_by_size``)."""
-        kept = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
+        try:
+            kept = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as error:  # noqa: BLE001 - fairseq's bare "Size of sample #N is invalid": one line
+            if type(error) is not Exception or not str(error).startswith("Size of sample"):
+                raise
+            raise UsageError(oversized_message(self.datasets, dataset, indices, max_positions)) from None
         split = self.cfg.train_subset
         if len(indices) and not len(kept) and dataset is self.datasets.get(split):
             limits = f"source {max_positions[0]}, target {max_positions[1]} tokens" \

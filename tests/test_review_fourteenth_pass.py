@@ -1,0 +1,156 @@
+"""What another hostile review found: fairseq-generate writing through a link at its results file, and a
+SIGTERM leaving half-written results; sentences over the position limits as tracebacks; a summary statistic
+that needed an n x n matrix; BPE learning with nothing to merge; a length-prior weight stored in a checkpoint
+blamed on a flag."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from .conftest import call, tool
+from .helpers import one_line_error
+
+PLAIN_ENV = dict(os.environ, PYTHONPATH="")  # the installed package only
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "release_0_2")
+CHECKPOINT = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+GENERATE = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path", CHECKPOINT,
+            "--gen-subset", "test", "--beam", "2", "--batch-size", "8"]
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    return tmp_path
+
+
+# ------------------------------------------------------------------ the results file
+def test_a_link_at_the_results_file_is_refused_and_neither_it_nor_its_target_is_touched(work):
+    (work / "mine.txt").write_text("PRECIOUS\n")
+    (work / "res").mkdir()
+    os.symlink("../mine.txt", work / "res" / "generate-test.txt")
+    result = call([tool("fairseq-generate"), *GENERATE, "--results-path", "res", "--sampling-topp", "5"], cwd=work,
+                  expect_ok=False)
+    last = one_line_error(result, "fairseq-generate", "generate-test.txt there is a symbolic link")
+    assert "--results-path res" in last, last
+    assert (work / "mine.txt").read_text() == "PRECIOUS\n" and os.path.islink(work / "res" / "generate-test.txt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_generation_restores_the_earlier_results_and_leaves_no_partial_file(work, signum):
+    (work / "res").mkdir()
+    results = work / "res" / "generate-test.txt"
+    results.write_text("OLD RESULTS\n")
+    argv = [tool("fairseq-generate"), *GENERATE[:-4], "--gen-subset", "test", "--beam", "40", "--nbest", "40",
+            "--batch-size", "1", "--min-len", "300", "--max-len-b", "350", "--results-path", "res"]
+    process = subprocess.Popen(argv, cwd=work, env={**PLAIN_ENV, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                                    signal.SIG_DFL))
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:  # the run's own file has lines in it
+        if results.exists() and results.stat().st_size > 0 and results.read_text(errors="replace") != "OLD RESULTS\n":
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, "generation ended before it could be interrupted"
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == \
+        f"fairseq-generate: interrupted ({signal.Signals(signum).name}); no output was left half-written"
+    assert results.read_text() == "OLD RESULTS\n" and sorted(os.listdir(work / "res")) == ["generate-test.txt"]
+
+
+# ------------------------------------------------------------------ sentences over the limits
+def test_sentences_over_the_position_limits_are_one_line_and_leave_no_results_file(work):
+    result = call([tool("fairseq-generate"), *GENERATE, "--max-source-positions", "5", "--results-path", "res"],
+                  cwd=work, expect_ok=False)
+    last = one_line_error(result, "fairseq-generate", "of the test split are longer than the limits (source 5",
+                          "--skip-invalid-size-inputs-valid-test")
+    assert "the first sentence id" in last, last
+    assert not os.path.exists(work / "res" / "generate-test.txt")
+
+
+def test_an_input_line_over_the_limits_in_interactive_is_one_line(work):
+    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", CHECKPOINT, "--source-lang", "en", "--target-lang", "fr",
+                   "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes", "--beam", "2",
+                   "--max-source-positions", "8"], cwd=work, expect_ok=False,
+                  stdin="a man rides a bike down the long street with his dog .\n")
+    one_line_error(result, "fairseq-interactive", "of the input are longer than the limits (source 8")
+
+
+# ------------------------------------------------------------------ projectivity without an n x n matrix
+def _crossing_pairwise(heads: np.ndarray) -> bool:
+    """The definition: two arcs (l1, r1), (l2, r2) cross iff l1 < l2 < r1 < r2."""
+    n = len(heads)
+    arcs = [(min(d, h), max(d, h)) for d, h in zip(range(1, n + 1), heads.tolist()) if h > 0]
+    return any(a < c < b < d for a, b in arcs for c, d in arcs)
+
+
+def test_projectivity_agrees_with_the_pairwise_definition_on_random_trees():
+    from preprocess.word_tree import WordTree
+
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(3000):
+        n = int(rng.integers(1, 12))
+        heads = np.array([int(rng.integers(0, n + 1)) for _ in range(n)])
+        heads[heads == np.arange(1, n + 1)] = 0  # no word heads itself
+        tree = WordTree(["w"] * n, heads, ["dep"] * n, ["X"] * n)
+        expected = not _crossing_pairwise(heads)
+        assert tree.is_projective() == expected, heads.tolist()
+        seen.add(expected)
+    assert seen == {True, False}
+
+
+def test_projectivity_of_a_very_long_sentence_needs_no_square_matrix():
+    from preprocess.word_tree import WordTree
+
+    n = 400_000  # an n x n boolean matrix would be 149 GiB
+    chain = np.arange(0, n)  # word i+1 heads on word i: projective
+    assert WordTree(["ab"] * n, chain, ["dep"] * n, ["X"] * n).is_projective()
+    crossing = chain.copy()
+    crossing[[2, 3]] = [5, 1]  # arcs (3, 5) and (1, 4) cross
+    assert not WordTree(["ab"] * n, crossing, ["dep"] * n, ["X"] * n).is_projective()
+
+
+# ------------------------------------------------------------------ BPE with nothing to merge
+def test_learning_bpe_from_text_with_nothing_to_merge_is_one_line(tmp_path):
+    (tmp_path / "one.en").write_text("a\n")
+    result = call([tool("fairseq-syntax-bpe"), "--codes", "codes", "--learn", "one.en", "--symbols", "100"],
+                  cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-syntax-bpe", "one.en: BPE learned no merges from the 1 lines")
+    assert not os.path.exists(tmp_path / "codes")
+
+
+# ------------------------------------------------------------------ stored task settings in the hub
+def test_the_hub_names_the_checkpoint_for_a_stored_length_prior_weight(tmp_path):
+    import torch
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+    from fairseq_syntax_core.errors import CheckpointError
+
+    state = load_checkpoint(CHECKPOINT)
+    state["cfg"]["task"].update(length_prior=True, length_prior_weight=float("nan"))
+    torch.save(state, tmp_path / "model.pt")
+    data = os.path.join(FIXTURE, "data-bin")
+    with pytest.raises(CheckpointError, match=r"model\.pt: its stored task settings \(cfg\.task\): "
+                                              r"--length-prior-weight nan: expected a finite number >= 0"):
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, tokenizer="moses", bpe="subword_nmt",
+            bpe_codes=os.path.join(data, "bpe.codes"))
+
+
+@pytest.mark.parametrize("splits", ["", "test,", ",test"])
+def test_perturb_refuses_an_empty_split_name(work, splits):
+    result = call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "noisy", "--p", "0.1", "--splits", splits],
+                  cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-syntax-perturb", "an empty split name")
+    assert not os.path.exists(work / "noisy")
