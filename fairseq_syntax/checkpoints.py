@@ -25,10 +25,21 @@ from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError
 from fairseq_syntax_core.oneline import error_text, one_line
 
 __all__ = ["allow_fairseq_checkpoints", "fairseq_checkpoint_globals", "model_class_problem", "DECODABLE_MODULES",
+           "stored_criterion_problem",
            "stored_settings"]
 
-#: the modules whose model classes a checkpoint may name (prefixes of ``type(model).__module__``)
-DECODABLE_MODULES = ("fairseq_syntax.", "fairseq.models.transformer", "fairseq.models.lstm")
+#: the packages and modules whose model classes a checkpoint may name: ``type(model).__module__`` is one of them
+#: or inside one (whole names: ``fairseq.models.transformer_lm`` is not inside ``fairseq.models.transformer``)
+DECODABLE_MODULES = ("fairseq_syntax", "fairseq.models.transformer", "fairseq.models.lstm")
+#: the criteria a checkpoint's stored settings may build (``fairseq-validate`` builds the stored one; some of
+#: fairseq's, CTC's among them, run their settings as code): this plugin's and fairseq's translation losses
+STORED_CRITERION_MODULES = ("fairseq_syntax", "fairseq.criterions.cross_entropy",
+                            "fairseq.criterions.label_smoothed_cross_entropy", "fairseq.criterions.adaptive_loss")
+
+
+def within(module: str, packages) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one, by whole dotted names."""
+    return any(module == package or module.startswith(package + ".") for package in packages)
 
 allow_fairseq_checkpoints()
 
@@ -57,7 +68,7 @@ def model_class_problem(state: Any) -> Optional[str]:
             return f"its settings name a model by a {type(name).__name__}, not a name: refused"
         cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
         module = getattr(cls, "__module__", "") or ""
-        if cls is not None and module.startswith(DECODABLE_MODULES):
+        if cls is not None and within(module, DECODABLE_MODULES):
             continue
         known = "" if cls is not None else " (no such model is registered)"
         return (f"its settings build the model {one_line(name)[:60]!r}{known}, which is not one of this plugin's or "
@@ -96,3 +107,20 @@ def stored_settings(from_checkpoint: bool, what: str = "model") -> Iterator[None
             raise CheckpointError(path, None, f"fairseq cannot build the {what} its stored settings describe: "
                                               f"{error_text(error)}") from None
         raise UsageError(f"fairseq cannot build the {what}: {error_text(error)}") from None
+
+
+def stored_criterion_problem(cfg: Any) -> Optional[str]:
+    """Why a criterion a checkpoint stored must not be built (a class outside :data:`STORED_CRITERION_MODULES`,
+    or a label smoothing fairseq-train would refuse), or None."""
+    from fairseq.criterions import CRITERION_REGISTRY
+
+    from .optimizer_settings import optimizer_settings_error
+
+    name = cfg.get("_name") if isinstance(cfg, Mapping) else getattr(cfg, "_name", None)
+    cls = CRITERION_REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None or not within(getattr(cls, "__module__", "") or "", STORED_CRITERION_MODULES):
+        shown = one_line(name)[:60] if isinstance(name, str) else type(name).__name__
+        return (f"its stored criterion {shown!r} is not one of this plugin's or fairseq's translation losses: refused, "
+                "as some of fairseq's criteria run their settings as code")
+    problem = optimizer_settings_error(argparse.Namespace(criterion=cfg))
+    return f"its stored criterion settings: {problem}" if problem is not None else None

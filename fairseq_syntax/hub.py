@@ -121,8 +121,16 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                               f"its settings name BPE codes (cfg.bpe.bpe_codes {quoted(stored, 60)}) that the caller "
                               "did not give: give bpe='subword_nmt', bpe_codes= the bpe.codes of the data-bin it was "
                               "trained on")
-    check_stored_generation(x["args"], x["task"], kwargs, os.path.join(model_name_or_path, checkpoint_file))
-    return SyntaxHubInterface(x["args"], x["task"], x["models"])
+    path = os.path.join(model_name_or_path, checkpoint_file)
+    check_stored_generation(x["args"], x["task"], kwargs, path)
+    try:
+        return SyntaxHubInterface(x["args"], x["task"], x["models"])
+    except UsageError as error:  # the segmenter: the caller's, or the checkpoint's stored one
+        flag = str(error).split(" ", 1)[0].lstrip("-").replace("-", "_")
+        if flag not in ("bpe", "bpe_separator") or flag in kwargs:
+            raise
+        raise CheckpointError(path, None, f"its stored settings (cfg.bpe.{flag}, which the caller did not give): "
+                                          f"{error}") from None
 
 
 def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: str) -> None:

@@ -154,3 +154,67 @@ def test_perturb_refuses_an_empty_split_name(work, splits):
                   cwd=work, expect_ok=False)
     one_line_error(result, "fairseq-syntax-perturb", "an empty split name")
     assert not os.path.exists(work / "noisy")
+
+
+# ------------------------------------------------------------------ what a checkpoint may build
+def _crafted(tmp_path, edit) -> str:
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(CHECKPOINT)
+    edit(state["cfg"])
+    torch.save(state, tmp_path / "model.pt")
+    return str(tmp_path / "model.pt")
+
+
+def _lm_with_character_filters(marker):
+    def edit(cfg):
+        model = cfg["model"]
+        model.arch = model._name = "transformer_lm"  # fairseq.models.transformer_lm: not inside .transformer
+        model.character_embeddings, model.character_embedding_dim, model.char_embedder_highway_layers = True, 4, 1
+        model.character_filters = f"__import__('os').system('touch {marker}') or [(1, 4)]"
+    return edit
+
+
+def test_a_model_of_a_module_whose_name_only_begins_like_an_admitted_one_is_refused(work):
+    marker = work / "MARKER"
+    _crafted(work, _lm_with_character_filters(marker))
+    result = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "model.pt", "--gen-subset", "test", "--beam", "1", "--batch-size",
+                   "4"], cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-generate", "model.pt", "'transformer_lm'", "not one of this plugin's")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("criterion, words", [
+    ({"_name": "ctc", "zero_infinity": False, "sentence_avg": False, "post_process": "letter",
+      "wer_kenlm_model": None, "wer_lexicon": None, "wer_lm_weight": 2.0, "wer_word_score": -1.0,
+      "wer_args": "__import__('os').system('touch MARKER') or (None, None, 2.0, -1.0)"},
+     "its stored criterion 'ctc' is not one of this plugin's or fairseq's translation losses"),
+    ({"_name": "label_smoothed_cross_entropy", "label_smoothing": float("nan"), "sentence_avg": False,
+      "ignore_prefix_size": 0, "report_accuracy": False},
+     "its stored criterion settings: --label-smoothing nan: expected a share in [0, 1)"),
+])
+def test_fairseq_validate_builds_only_admitted_stored_criteria_with_settings_in_range(work, criterion, words):
+    _crafted(work, lambda cfg: cfg.update(criterion=criterion))
+    result = call([tool("fairseq-validate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "model.pt", "--valid-subset", "test", "--batch-size", "4"],
+                  cwd=work, expect_ok=False)
+    last = one_line_error(result, "fairseq-validate", "model.pt: ")
+    assert words in last, last
+    assert not (work / "MARKER").exists()
+
+
+def test_the_hub_names_the_checkpoint_for_a_stored_segmenter(tmp_path):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+    from fairseq_syntax_core.errors import CheckpointError
+
+    _crafted(tmp_path, lambda cfg: cfg.update(bpe={"_name": "characters"}))
+    with pytest.raises(CheckpointError, match=r"model\.pt: its stored settings \(cfg\.bpe\.bpe, which the caller "
+                                              r"did not give\): --bpe characters"):
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            str(tmp_path), checkpoint_file="model.pt", data_name_or_path=os.path.join(FIXTURE, "data-bin"),
+            tokenizer="moses")

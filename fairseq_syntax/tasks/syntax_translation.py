@@ -11,7 +11,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 
 from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import check_criterion
-from fairseq_syntax.checkpoints import stored_settings
+from fairseq_syntax.checkpoints import stored_criterion_problem, stored_settings
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
@@ -36,7 +36,8 @@ from fairseq_syntax_core.databin import (
     stream_prefix,
 )
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
-from fairseq_syntax_core.errors import DataBinError, UsageError
+from fairseq_syntax_core import checkpoint_loader
+from fairseq_syntax_core.errors import CheckpointError, DataBinError, UsageError
 from fairseq_syntax_core.names import LANGUAGE, name_problem
 from fairseq_syntax_core.shards import missing_shards
 
@@ -340,6 +341,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
     def build_criterion(self, cfg, from_checkpoint: bool = False):
         """fairseq's; refuses auxiliary losses the models give no output for, and collates the inputs they read."""
         stored = from_checkpoint or bool(self.loaded_provenances)  # fairseq-validate: the checkpoint's criterion
+        problem = stored_criterion_problem(cfg) if stored else None
+        if problem is not None:
+            raise CheckpointError(checkpoint_loader.last_read or "the checkpoint", None, problem)
         with stored_settings(stored, "criterion"):
             criterion = super().build_criterion(cfg, from_checkpoint) if from_checkpoint else super().build_criterion(cfg)
         check_criterion(criterion, str(getattr(cfg, "_name", None) or type(criterion).__name__),
