@@ -147,6 +147,14 @@ def _limits_error(cfg) -> Optional[str]:
     decay = getattr(getattr(cfg, "optimizer", None), "weight_decay", None)
     if isinstance(decay, (int, float)) and not isinstance(decay, bool) and not (math.isfinite(decay) and decay >= 0):
         return f"--weight-decay {_number(decay)}: expected a finite weight decay >= 0 (0, fairseq's default: none)"
+    ema = getattr(cfg, "ema", None)
+    rate = getattr(ema, "ema_decay", None)
+    if getattr(ema, "store_ema", False) and isinstance(rate, (int, float)) and not 0.0 <= rate <= 1.0:  # NaN too
+        return f"--ema-decay {_number(rate)}: expected a decay in [0, 1] (fairseq's default: 0.9999)"
+    suffix = getattr(getattr(cfg, "checkpoint", None), "checkpoint_suffix", "")
+    if isinstance(suffix, str) and (os.sep in suffix or "\0" in suffix or (os.altsep or os.sep) in suffix):
+        return (f"--checkpoint-suffix {one_line(suffix)[:40]}: expected a file-name suffix without a path separator "
+                "(fairseq would write checkpoint_best{suffix}.pt into a folder that does not exist, at the first save)")
     return None
 
 

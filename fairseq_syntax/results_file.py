@@ -42,6 +42,11 @@ def earlier_results_kept(cfg):
     if not isinstance(folder, str) or not isinstance(subset, str):
         yield
         return
+    if not folder:
+        raise UsageError("--results-path '': expected a folder for generate-SUBSET.txt (left out: standard output)")
+    if os.path.islink(folder) and not os.path.exists(folder):
+        raise UsageError(f"--results-path {one_line(folder)}: a link to a folder that does not exist "
+                         f"({one_line(os.readlink(folder))[:80]}): make that folder, or give another")
     path = os.path.join(folder, f"generate-{subset}.txt")
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
         what = "a symbolic link" if os.path.islink(path) else "not a regular file"

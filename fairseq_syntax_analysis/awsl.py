@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 from fairseq_syntax_core.errors import InputError
-from fairseq_syntax_core.argtypes import positive
+from fairseq_syntax_core.argtypes import positive, refuse_repeats
 from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
 
 from .commands import figure_writer, run_command
@@ -49,7 +49,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-other-data-bin", action="store_true",
                         help="warn, do not refuse, when the data-bin's dictionaries, BPE codes or projection rule are "
                              "not those the checkpoint was trained with")
-    return parser
+    return refuse_repeats(parser)
 
 
 def load(data: str, path: str, split: str, cpu: bool, allow_other_data_bin: bool = False):

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
-from fairseq_syntax_core.argtypes import Once
+from fairseq_syntax_core.argtypes import Once, refuse_repeats
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
     check_outside, content_sha256, read_lines
 
@@ -81,7 +81,7 @@ def get_parser() -> argparse.ArgumentParser:
                           "(what fairseq-syntax-report needs to recompute paired tests without references)")
     out.add_argument("--plot", default=None, action=Once, help="write the per-bucket BLEU differences to this PNG")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
-    return p
+    return refuse_repeats(p)
 
 
 def named_file(spec: str) -> Tuple[str, str]:

@@ -13,6 +13,7 @@ the references on most sentences: the log of another test set.
 
 import html
 import logging
+import os
 import re
 import unicodedata
 from typing import Dict, List, Optional, Sequence
@@ -189,5 +190,18 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
     """
     lines = read_lines(path, "translation file", MAX_LINE_CHARS)
     if is_generate_output(lines):
+        if lines and _GENERATE_LINE.match(lines[-1]) and not _ends_a_line(path):  # fairseq ends every line
+            raise TranslationFileError(path, len(lines), "its last line ends without a newline: the file was cut "
+                                       "in the middle of a line (an interrupted fairseq-generate, or a truncated copy)")
         return from_generate_output(lines, path, lang, detokenize, references, sources, origin)
     return lines
+
+
+def _ends_a_line(path: str) -> bool:
+    """Whether the file's last byte is a line end."""
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"

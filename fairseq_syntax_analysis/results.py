@@ -28,6 +28,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_syntax_core.argtypes import refuse_repeats
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
@@ -290,7 +291,7 @@ def get_parser() -> argparse.ArgumentParser:
     noise.add_argument("--plot", required=True, help="the PNG to write")
     noise.add_argument("--json", default=None, help="also write the points here")
     noise.add_argument("--title", default="")
-    return p
+    return refuse_repeats(p)
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:

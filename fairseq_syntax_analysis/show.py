@@ -24,6 +24,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_syntax_core.argtypes import refuse_repeats
 from fairseq_syntax_core.databin import CODES_FILE, HEAD, LABEL, POS
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
@@ -156,7 +157,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--syntax-parser", default=None, metavar="NAME",
                    help="with --text: the spaCy pipeline that parses it (default: the one syntax.json records; "
                         "needed for a data-bin made from an external parse), as fairseq-interactive's option")
-    return p
+    return refuse_repeats(p)
 
 
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:

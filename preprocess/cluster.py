@@ -49,7 +49,7 @@ from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError, UserError
 from fairseq_syntax_core.shards import check_shard_set
 
-from fairseq_syntax_core.argtypes import positive
+from fairseq_syntax_core.argtypes import positive, refuse_repeats
 from .destdir import (
     check_data_bin_files,
     OLD_MARK, TMP_MARK, check_destdir_path, check_folder_creatable, check_folder_given, listed, not_empty, our_metadata,
@@ -79,7 +79,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mem-gb", type=positive, default=8, help="SLURM memory per shard")
     parser.add_argument("--check-only", action="store_true",
                         help="submit nothing: check that DESTDIR/shard0..N-1 are the complete shards of one run")
-    return parser
+    return refuse_repeats(parser)
 
 
 def shard_dir(destdir: str, shard_id: int) -> str:

@@ -11,7 +11,7 @@ import os
 from typing import List, Tuple
 
 from . import ptb
-from fairseq_syntax_core.argtypes import at_least, non_negative, positive
+from fairseq_syntax_core.argtypes import at_least, non_negative, positive, refuse_repeats
 from .destdir import check_destdir
 from .dictdir import apply_dictdir
 from fairseq_syntax_core.fileio import check_bpe_codes, check_dictionary_file, check_input_file, read_lines
@@ -113,7 +113,7 @@ def get_parser() -> argparse.ArgumentParser:
                        help="write train lines of shard I (0-based) to --destdir; valid and test go with shard 0")
     scale.add_argument("--block-lines", type=positive, default=10000,
                        help="with --num-shards: lines read, parsed and written at a time (peak memory)")
-    return parser
+    return refuse_repeats(parser)
 
 
 def split_input_prefixes(args) -> List[Tuple[str, str]]:

@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fairseq_syntax_core.argtypes import refuse_repeats
 from fairseq_syntax_core.databin import (
     HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, codes_file,
     required, stream_prefix,
@@ -233,7 +234,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--splits", default=None,
                    help="comma-separated splits to perturb (default: the test splits, test, test1, ...)")
     p.add_argument("--overwrite", action="store_true", help="replace a data-bin already at --destdir")
-    return p
+    return refuse_repeats(p)
 
 
 def run(args) -> Dict[str, int]:

@@ -218,3 +218,80 @@ def test_the_hub_names_the_checkpoint_for_a_stored_segmenter(tmp_path):
         ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
             str(tmp_path), checkpoint_file="model.pt", data_name_or_path=os.path.join(FIXTURE, "data-bin"),
             tokenizer="moses")
+
+
+# ------------------------------------------------------------------ options: bounds and repeats
+def test_a_count_beyond_any_library_s_range_is_a_usage_error(tmp_path):
+    (tmp_path / "two.txt").write_text("lower lowest newer newest\nlower lowest newer newest\n")
+    result = call([tool("fairseq-syntax-bpe"), "--learn", "two.txt", "--codes", "c", "--symbols",
+                   "99999999999999999999"], cwd=tmp_path, expect_ok=False)
+    last = result.stderr.strip().splitlines()[-1]
+    assert "--symbols" in last and "expected a number <= 1000000000" in last and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("fairseq-syntax-bpe", ["--learn", "a.txt", "--learn", "b.txt", "--codes", "c"]),
+    ("fairseq-syntax-perturb", ["data-bin", "--p", "0.3", "--splits", "test", "--splits", "train", "--destdir", "p"]),
+    ("fairseq-syntax-show", ["data-bin", "--split", "test", "--sentences", "1", "--out", "s.html", "--split", "train"]),
+])
+def test_a_single_valued_option_given_twice_is_refused(work, command, argv):
+    for name in ("a.txt", "b.txt"):
+        (work / name).write_text("lower lowest newer newest\n" * 3)
+    result = call([tool(command), *argv], cwd=work, expect_ok=False)
+    assert result.returncode == 2 and "given twice" in result.stderr.strip().splitlines()[-1], result.stderr[-800:]
+    assert not os.path.exists(work / "c") and not os.path.exists(work / "p") and not os.path.exists(work / "s.html")
+
+
+# ------------------------------------------------------------------ limits that leave nothing, ids across buffers
+def test_a_split_whose_every_sentence_is_skipped_is_one_line(work):
+    result = call([tool("fairseq-generate"), *GENERATE, "--max-source-positions", "4",
+                   "--skip-invalid-size-inputs-valid-test"], cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-generate", "every one of the", "of the test split", "nothing is left to decode")
+
+
+def test_interactive_names_the_input_line_over_the_limits_across_buffers(work):
+    text = "a man .\ntwo dogs .\na man rides a bike down the long street with his dog in the rain .\n"
+    result = call([tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", CHECKPOINT, "--source-lang", "en", "--target-lang", "fr",
+                   "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes", "--beam", "2",
+                   "--max-source-positions", "12", "--buffer-size", "2"], cwd=work, expect_ok=False, stdin=text)
+    last = one_line_error(result, "fairseq-interactive", "the first input line 3 with")
+    assert "target tokens" not in last, last
+
+
+# ------------------------------------------------------------------ fairseq-train settings taken silently
+@pytest.mark.parametrize("flags, words", [
+    (["--checkpoint-suffix", "/x"], "--checkpoint-suffix /x: expected a file-name suffix without a path separator"),
+    (["--store-ema", "--ema-decay", "2"], "--ema-decay 2: expected a decay in [0, 1]"),
+])
+def test_train_settings_fairseq_takes_and_misreads_are_refused_at_start_up(work, flags, words):
+    result = call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                   "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim",
+                   "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16",
+                   "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr",
+                   "0.001", "--max-tokens", "500", "--max-update", "1", "--valid-subset", "test", "--save-dir", "ck",
+                   *flags], cwd=work, expect_ok=False)
+    last = one_line_error(result, "fairseq-train")
+    assert words in last, last
+    assert not os.path.exists(work / "ck")
+
+
+# ------------------------------------------------------------------ a generate log cut in a line; results folders
+def test_a_generate_log_cut_in_the_middle_of_its_last_line_is_refused(tmp_path):
+    from fairseq_syntax_analysis.hypotheses import TranslationFileError, read_translations
+
+    log = "S-0\ta man .\nH-0\t-0.5\tun homme .\nD-0\t-0.5\tun homme .\nS-1\ttwo dogs .\nH-1\t-0.4\tdeux chi"
+    (tmp_path / "cut.txt").write_text(log)
+    with pytest.raises(TranslationFileError, match=r"cut\.txt:5: its last line ends without a newline"):
+        read_translations(str(tmp_path / "cut.txt"))
+    (tmp_path / "whole.txt").write_text(log + "ens .\nD-1\t-0.4\tdeux chiens .\n")
+    assert read_translations(str(tmp_path / "whole.txt"), detokenize=False) == ["un homme .", "deux chiens ."]
+
+
+def test_results_folders_that_cannot_be_one_are_named(work):
+    os.symlink("/nonexistent/folder", work / "dangling")
+    for folder, words in (("", "--results-path '': expected a folder"),
+                          ("dangling", "--results-path dangling: a link to a folder that does not exist")):
+        result = call([tool("fairseq-generate"), *GENERATE, "--results-path", folder], cwd=work, expect_ok=False)
+        last = one_line_error(result, "fairseq-generate")
+        assert words in last, last

@@ -12,7 +12,7 @@ and what to do.
 import glob
 import os
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from fairseq_syntax_core import indexed_files
 from fairseq_syntax_core.databin import FORMAT_VERSION, PARSED_LANGS_KEY, check_metadata
@@ -169,19 +169,39 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
     return warnings
 
 
-def oversized_message(datasets: Dict, dataset, indices, max_positions) -> str:
-    """fairseq's "Size of sample #N is invalid" as one line: which split (or the input being decoded), how many
-    sentences, the first one's id and lengths, the limits, and what to do."""
+def oversized_message(datasets: Dict, dataset, indices, max_positions, lines_before: Optional[int] = None) -> str:
+    """fairseq's "Size of sample #N is invalid" as one line: which split (or input line: ``lines_before``, the
+    lines of fairseq-interactive's earlier buffers), how many sentences, the first one's lengths, the limits."""
     split = next((name for name, loaded in datasets.items() if loaded is dataset), None)
-    where = f"the {split} split" if split is not None else "the input"
     _, ignored = dataset.filter_indices_by_size(indices, max_positions)
     first = int(ignored[0])
+    if split is not None:
+        where, which = f"the {split} split", f"the first sentence id {first}"
+    elif lines_before is not None:
+        where, which = "the input", f"the first input line {lines_before + first + 1}"
+    else:
+        where, which = "the input", f"the first sentence {first} of those given"
     size = dataset.size(first)
-    lengths = (f"{int(size[0])} source and {int(size[1])} target tokens" if isinstance(size, (tuple, list))
-               and len(size) == 2 else f"{size} tokens")
-    limits = (f"source {max_positions[0]}, target {max_positions[1]} tokens" if isinstance(max_positions, (tuple, list))
-              and len(max_positions) == 2 else f"{max_positions} tokens")
-    return (f"{len(ignored)} sentence(s) of {where} are longer than the limits ({limits}: the least of "
-            f"--max-source-positions/--max-target-positions and the model's), the first sentence id {first} with "
-            f"{lengths}: raise the limits, shorten the input, or skip such sentences with "
-            "--skip-invalid-size-inputs-valid-test")
+    pair = isinstance(size, (tuple, list)) and len(size) == 2
+    lengths = (f"{int(size[0])} source and {int(size[1])} target tokens" if pair and int(size[1]) > 0
+               else f"{int(size[0]) if pair else size} source tokens")
+    return (f"{len(ignored)} sentence(s) of {where} are longer than the limits ({limits_text(max_positions)}: the "
+            f"least of --max-source-positions/--max-target-positions and the model's), {which} with {lengths}: "
+            "raise the limits, shorten the input, or skip such sentences with --skip-invalid-size-inputs-valid-test")
+
+
+def limits_text(max_positions) -> str:
+    return (f"source {max_positions[0]}, target {max_positions[1]} tokens" if isinstance(max_positions, (tuple, list))
+            and len(max_positions) == 2 else f"{max_positions} tokens")
+
+
+def nothing_left_message(datasets: Dict, dataset, count: int, max_positions, train_split: str) -> Optional[str]:
+    """A split of the data-bin that the limits leave without a sentence (fairseq went on to an ``IndexError``
+    in training, a division by zero in generation), or None for another dataset."""
+    split = next((name for name, loaded in datasets.items() if loaded is dataset), None)
+    if split is None:
+        return None
+    then = "nothing is left to train on" if split == train_split else "nothing is left to decode or validate"
+    return (f"every one of the {count} sentence pairs of the {split} split is longer than the limits "
+            f"({limits_text(max_positions)}: the least of --max-source-positions/--max-target-positions, "
+            f"--max-tokens and the model's) and would be skipped: {then}; raise the limits")

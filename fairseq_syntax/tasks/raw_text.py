@@ -35,6 +35,9 @@ class RawTextInference:
             tokens.append(self.source_dictionary.encode_line(text, add_if_not_exist=False).long())
             texts.append(text)
         self.remember_source_texts(tokens, texts)
+        #: input lines read before this buffer (a refusal names the line: sample ids restart at each buffer)
+        self.interactive_lines_before = getattr(self, "_interactive_lines", 0)
+        self._interactive_lines = self.interactive_lines_before + len(tokens)
         return tokens, [t.numel() for t in tokens]
 
     def remember_source_texts(self, tokens: Sequence[Tensor], texts: Sequence[Optional[str]]) -> None:

@@ -15,7 +15,7 @@ from fairseq_syntax.checkpoints import stored_criterion_problem, stored_settings
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
-    REMAKE, check_dictionary, oversized_message, check_epoch_paths, check_split, check_token_ids, read_metadata,
+    REMAKE, check_dictionary, nothing_left_message, oversized_message, check_epoch_paths, check_split, check_token_ids, read_metadata,
 )
 from fairseq_syntax.data.length_prior import load_length_prior
 from fairseq_syntax.data.online_parser import SourceTexts
@@ -264,23 +264,19 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         )
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        """fairseq's; a train split it leaves without a sentence is a UsageError naming the split and the limits
-        (fairseq went on to an ``IndexError`` in ``data_utils.batch_by_size``)."""
+        """fairseq's; sentences over the limits (not skipped) and a split left without a sentence are a UsageError
+        naming the split and the limits (fairseq: a bare Exception, an ``IndexError``, a division by zero)."""
         try:
             kept = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
         except Exception as error:  # noqa: BLE001 - fairseq's bare "Size of sample #N is invalid": one line
             if type(error) is not Exception or not str(error).startswith("Size of sample"):
                 raise
-            raise UsageError(oversized_message(self.datasets, dataset, indices, max_positions)) from None
-        split = self.cfg.train_subset
-        if len(indices) and not len(kept) and dataset is self.datasets.get(split):
-            limits = f"source {max_positions[0]}, target {max_positions[1]} tokens" \
-                if isinstance(max_positions, (tuple, list)) and len(max_positions) == 2 else f"{max_positions} tokens"
-            raise UsageError(
-                f"every one of the {len(indices)} sentence pairs of the {split} split is longer than the limits "
-                f"({limits}: the least of --max-source-positions/--max-target-positions, --max-tokens and the "
-                "model's) and would be skipped: nothing is left to train on; raise the limits"
-            )
+            raise UsageError(oversized_message(self.datasets, dataset, indices, max_positions,
+                                               getattr(self, "interactive_lines_before", None))) from None
+        problem = nothing_left_message(self.datasets, dataset, len(indices), max_positions, self.cfg.train_subset) \
+            if len(indices) and not len(kept) else None
+        if problem is not None:
+            raise UsageError(problem)
         return kept
 
     def get_batch_iterator(
