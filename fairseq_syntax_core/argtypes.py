@@ -29,6 +29,9 @@ def at_least(minimum: int, maximum: int = MAXIMUM) -> Callable[[str], int]:
 
 positive = at_least(1)
 non_negative = at_least(0)
+#: processes to fork: more than this is a typo that would exhaust the machine's process table
+MAX_WORKERS = 256
+workers = at_least(1, MAX_WORKERS)
 
 
 class Once(argparse.Action):

@@ -11,7 +11,7 @@ import os
 from typing import List, Tuple
 
 from . import ptb
-from fairseq_syntax_core.argtypes import at_least, non_negative, positive, refuse_repeats
+from fairseq_syntax_core.argtypes import at_least, non_negative, positive, refuse_repeats, workers
 from .destdir import check_destdir
 from .dictdir import apply_dictdir
 from fairseq_syntax_core.fileio import check_bpe_codes, check_dictionary_file, check_input_file, read_lines
@@ -37,7 +37,7 @@ def get_parser() -> argparse.ArgumentParser:
     fair.add_argument("--validpref", help="comma-separated valid file prefixes")
     fair.add_argument("--testpref", help="comma-separated test file prefixes")
     fair.add_argument("--destdir", default="data-bin")
-    fair.add_argument("--workers", type=positive, default=1)
+    fair.add_argument("--workers", type=workers, default=1)
     fair.add_argument("--joined-dictionary", action="store_true")
     fair.add_argument("--srcdict")
     fair.add_argument("--tgtdict")

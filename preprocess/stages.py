@@ -17,7 +17,7 @@ from typing import Callable, List, Optional
 from tqdm import tqdm
 
 from . import bpe as bpe_stage
-from fairseq_syntax_core.argtypes import positive, refuse_repeats
+from fairseq_syntax_core.argtypes import positive, refuse_repeats, workers
 from .conllu import format_conllu
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
@@ -59,7 +59,7 @@ def tokenize_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--lang", required=True, help="language of Moses' rules (en, de, fr ...)")
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
-    parser.add_argument("--workers", type=positive, default=1)
+    parser.add_argument("--workers", type=workers, default=1)
     args = refuse_repeats(parser).parse_args(argv)
     problem = name_problem(LANGUAGE, args.lang)
     if problem is not None:  # sacremoses would read it as a language without rules, and tokenize otherwise
@@ -84,7 +84,7 @@ def parse_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--output", required=True, help="CoNLL-U, one sentence block per line")
     parser.add_argument("--pos-column", choices=["upos", "xpos"], default="upos")
     parser.add_argument("--parser-disable", default=",".join(DEFAULT_DISABLED))
-    parser.add_argument("--workers", type=positive, default=1)
+    parser.add_argument("--workers", type=workers, default=1)
     parser.add_argument("--batch-size", type=positive, default=512)
     args = refuse_repeats(parser).parse_args(argv)
 
@@ -110,7 +110,7 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--symbols", type=positive, default=10000)
     parser.add_argument("--input", help="tokenized text to segment (with --output)")
     parser.add_argument("--output", help="where the segmented --input goes")
-    parser.add_argument("--workers", type=positive, default=1)
+    parser.add_argument("--workers", type=workers, default=1)
     args = refuse_repeats(parser).parse_args(argv)
     if not args.learn and not args.input:
         parser.error("give --learn FILES (write --codes), --input FILE --output FILE (apply --codes), or both")

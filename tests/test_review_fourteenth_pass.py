@@ -295,3 +295,11 @@ def test_results_folders_that_cannot_be_one_are_named(work):
         result = call([tool("fairseq-generate"), *GENERATE, "--results-path", folder], cwd=work, expect_ok=False)
         last = one_line_error(result, "fairseq-generate")
         assert words in last, last
+
+
+def test_a_worker_count_that_would_exhaust_the_process_table_is_a_usage_error(tmp_path):
+    (tmp_path / "a.en").write_text("a man .\n")
+    result = call([tool("fairseq-syntax-tokenize"), "--lang", "en", "--input", "a.en", "--output", "b.en",
+                   "--workers", "100000"], cwd=tmp_path, expect_ok=False)
+    assert result.returncode == 2 and "--workers" in result.stderr and "expected a number <= 256" in result.stderr
+    assert not os.path.exists(tmp_path / "b.en")
