@@ -124,3 +124,29 @@ def stored_criterion_problem(cfg: Any) -> Optional[str]:
                 "as some of fairseq's criteria run their settings as code")
     problem = optimizer_settings_error(argparse.Namespace(criterion=cfg))
     return f"its stored criterion settings: {problem}" if problem is not None else None
+
+
+#: task settings a checkpoint stores that only the user of this run may give (fairseq-validate, awsl and the hub
+#: build the task from the stored ones): a spaCy pipeline folder to load, and leave to decode on a data-bin the
+#: model was not trained on
+CALLER_ONLY_TASK_SETTINGS = {"syntax_parser": None, "allow_other_data_bin": False}
+
+
+def caller_only_settings(state: Any, overrides: Optional[Mapping]) -> Any:
+    """``state`` with :data:`CALLER_ONLY_TASK_SETTINGS` at their defaults in its ``cfg.task`` and ``args``, except
+    those the caller gave (``overrides``: ``--model-overrides``, awsl's flag, the hub's keywords)."""
+    given = overrides or {}
+    if not isinstance(state, Mapping):
+        return state
+    cfg = state.get("cfg")
+    sections = [cfg.get("task") if hasattr(cfg, "get") else None, state.get("args")]
+    for section in sections:
+        for key, default in CALLER_ONLY_TASK_SETTINGS.items():
+            if key in given or section is None:
+                continue
+            if isinstance(section, argparse.Namespace):
+                if hasattr(section, key):
+                    setattr(section, key, default)
+            elif hasattr(section, "get") and section.get(key) not in (None, default):
+                section[key] = default
+    return state

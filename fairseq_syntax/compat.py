@@ -95,7 +95,7 @@ from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
 from fairseq_syntax_core.signal_exceptions import signals_raised
 from fairseq_syntax_core.startup import ensure_open_files
 
-from .checkpoints import model_class_problem
+from .checkpoints import caller_only_settings, model_class_problem
 from .results_file import discard_results, earlier_results_kept
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
@@ -134,7 +134,8 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         try:
             state = original(path, arg_overrides, load_on_all_ranks)
             checkpoint_loader.last_read = os.fspath(path)  # names the file if its weights do not fit
-            return checkpoint_loader.drop_file_settings(state)  # pretrained-embedding files: never opened
+            state = checkpoint_loader.drop_file_settings(state)  # pretrained-embedding files: never opened
+            return caller_only_settings(state, arg_overrides)  # its stored --allow-other-data-bin: not obeyed
         except READ_ERRORS as error:
             if isinstance(error, FileNotFoundError):
                 raise

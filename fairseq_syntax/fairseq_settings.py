@@ -142,19 +142,35 @@ def training_settings_error(cfg) -> Optional[str]:
 
 
 def _limits_error(cfg) -> Optional[str]:
-    """``--weight-decay`` negative or not finite (NaN weights from the first step); the counts and intervals are
+    """``--weight-decay`` negative or not finite (NaN weights from the first step); a scheduler setting not finite
+    (NaN rates after update 0) or ``--lr-shrink`` outside (0, 1]; ``--restore-file`` naming no file (fairseq
+    trained from scratch and exited 0); ``--ema-decay`` outside [0, 1]; ``--checkpoint-suffix`` with a path
+    separator (the model lost at the first save). The counts and intervals are
     :data:`fairseq_syntax.optimizer_settings.COUNTS`."""
     decay = getattr(getattr(cfg, "optimizer", None), "weight_decay", None)
     if isinstance(decay, (int, float)) and not isinstance(decay, bool) and not (math.isfinite(decay) and decay >= 0):
         return f"--weight-decay {_number(decay)}: expected a finite weight decay >= 0 (0, fairseq's default: none)"
+    scheduler = getattr(cfg, "lr_scheduler", None)
+    settings = {key: scheduler.get(key) for key in scheduler.keys()} if hasattr(scheduler, "keys") else {}
+    for key, value in settings.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"--{key.replace('_', '-')} {_number(value)}: expected a finite number"
+    shrink = settings.get("lr_shrink")
+    if isinstance(shrink, (int, float)) and not isinstance(shrink, bool) and not 0.0 < shrink <= 1.0:
+        return f"--lr-shrink {_number(shrink)}: expected a factor in (0, 1] (the rate is multiplied by it)"
+    checkpoint = getattr(cfg, "checkpoint", None)
+    suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    if isinstance(suffix, str) and (os.sep in suffix or "\0" in suffix or (os.altsep or os.sep) in suffix):
+        return (f"--checkpoint-suffix {one_line(suffix)[:40]}: expected a file-name suffix without a path separator "
+                "(fairseq would write into a folder that does not exist, at the first save)")
+    restore = getattr(checkpoint, "restore_file", "checkpoint_last.pt")
+    if isinstance(restore, str) and restore != "checkpoint_last.pt" and "://" not in restore and not any(
+            os.path.exists(path) for path in (restore, restore.replace(".pt", f"{suffix}.pt"))):
+        return f"--restore-file {one_line(restore)[:80]}: no such checkpoint (left out: resume from --save-dir)"
     ema = getattr(cfg, "ema", None)
     rate = getattr(ema, "ema_decay", None)
     if getattr(ema, "store_ema", False) and isinstance(rate, (int, float)) and not 0.0 <= rate <= 1.0:  # NaN too
         return f"--ema-decay {_number(rate)}: expected a decay in [0, 1] (fairseq's default: 0.9999)"
-    suffix = getattr(getattr(cfg, "checkpoint", None), "checkpoint_suffix", "")
-    if isinstance(suffix, str) and (os.sep in suffix or "\0" in suffix or (os.altsep or os.sep) in suffix):
-        return (f"--checkpoint-suffix {one_line(suffix)[:40]}: expected a file-name suffix without a path separator "
-                "(fairseq would write checkpoint_best{suffix}.pt into a folder that does not exist, at the first save)")
     return None
 
 

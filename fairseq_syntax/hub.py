@@ -96,10 +96,12 @@ def _ids_key(ids: torch.Tensor) -> bytes:
     return ids.detach().to("cpu", torch.int64).numpy().tobytes()
 
 
-#: task settings a checkpoint stores that only the caller may give (the checkpoint's own are dropped): a spaCy
-#: pipeline folder to load, and leave to decode on a data-bin the model was not trained on (stored languages are
-#: checked as language codes by the task: fairseq would set a None one on the tokenizer's settings too)
-CALLER_ONLY = {"syntax_parser": None, "allow_other_data_bin": False}
+#: settings a checkpoint stores that only the caller may give (the checkpoint's own are dropped): a spaCy pipeline
+#: folder to load, leave to decode on a data-bin the model was not trained on, a file of replacements for unknown
+#: words (stored languages are checked as language codes by the task)
+CALLER_ONLY = {"syntax_parser": None, "allow_other_data_bin": False, "replace_unk": None}
+#: the stored segmenter settings that are not files or URLs (those the caller must give)
+BPE_NOT_FILES = ("_name", "bpe", "bpe_separator", "bpe_codes", "sentencepiece_enable_sampling", "sentencepiece_alpha")
 #: the files fairseq's hub takes as BPE codes from the model's own folder
 FOLDER_CODES = ("code", "bpecodes")
 
@@ -122,6 +124,14 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                               "did not give: give bpe='subword_nmt', bpe_codes= the bpe.codes of the data-bin it was "
                               "trained on")
     path = os.path.join(model_name_or_path, checkpoint_file)
+    bpe = getattr(x["args"], "bpe", None)
+    if bpe is not None and "bpe" not in kwargs:  # files or URLs fairseq's segmenters would open or fetch
+        for key in bpe:
+            value = bpe.get(key)
+            if key not in BPE_NOT_FILES and key not in kwargs and isinstance(value, str) and value:
+                raise CheckpointError(path, None, f"its settings name a file or URL for the segmenter (cfg.bpe.{key} "
+                                                  f"{quoted(value, 60)}) that the caller did not give: give bpe= and "
+                                                  "its files yourself")
     check_stored_generation(x["args"], x["task"], kwargs, path)
     try:
         return SyntaxHubInterface(x["args"], x["task"], x["models"])

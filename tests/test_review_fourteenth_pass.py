@@ -303,3 +303,69 @@ def test_a_worker_count_that_would_exhaust_the_process_table_is_a_usage_error(tm
                    "--workers", "100000"], cwd=tmp_path, expect_ok=False)
     assert result.returncode == 2 and "--workers" in result.stderr and "expected a number <= 256" in result.stderr
     assert not os.path.exists(tmp_path / "b.en")
+
+
+# ------------------------------------------------------------------ what a checkpoint may still decide (sixteenth)
+def _hub_of(tmp_path, **kwargs):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+
+    data = os.path.join(FIXTURE, "data-bin")
+    settings = dict(tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(data, "bpe.codes"))
+    settings.update(kwargs)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    return ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+        str(tmp_path), checkpoint_file="model.pt", data_name_or_path=data, **settings)
+
+
+def test_the_hub_opens_no_replacement_file_a_checkpoint_names(tmp_path):
+    (tmp_path / "align.txt").write_text("homme SECRET\n")
+    _crafted(tmp_path, lambda cfg: cfg["generation"].update(replace_unk=str(tmp_path / "align.txt")))
+    assert _hub_of(tmp_path).align_dict is None
+
+
+def test_the_hub_fetches_no_segmenter_file_a_checkpoint_names_even_when_other_data_is_allowed(tmp_path):
+    from fairseq_syntax_core.errors import CheckpointError
+
+    _crafted(tmp_path, lambda cfg: cfg.update(bpe={"_name": "sentencepiece",
+                                                   "sentencepiece_model": str(tmp_path / "x.model")}))
+    with pytest.raises(CheckpointError, match=r"cfg\.bpe\.sentencepiece_model .*that the caller did not give"):
+        _hub_of(tmp_path, bpe=None, bpe_codes=None, allow_other_data_bin=True)
+
+
+def test_a_stored_leave_to_decode_on_other_data_is_not_obeyed(work):
+    from .helpers import _swap_two_symbols
+
+    _swap_two_symbols(work / "data-bin")
+    _crafted(work, lambda cfg: cfg["task"].update(allow_other_data_bin=True))
+    result = call([tool("fairseq-validate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                   "syntax_translation", "--path", "model.pt", "--valid-subset", "test", "--batch-size", "8"],
+                  cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-validate", "dict.")
+
+
+def test_decoding_the_train_split_keeps_every_sentence(work):
+    result = call([tool("fairseq-generate"), *GENERATE[:-4], "--gen-subset", "train", "--beam", "1",
+                   "--batch-size", "8", "--max-len-b", "3"], cwd=work)
+    assert sum(line.startswith("H-") for line in result.stdout.splitlines()) == 300
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--restore-file", "nonexist.pt"], "--restore-file nonexist.pt: no such checkpoint"),
+    (["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "nan"], "--lr-shrink nan: expected a finite number"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--power", "nan"],
+     "--power nan: expected a finite number"),
+])
+def test_more_train_settings_fairseq_misreads_are_refused_at_start_up(work, flags, words):
+    test_train_settings_fairseq_takes_and_misreads_are_refused_at_start_up(work, flags, words)
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--batch-size", "0"], "--batch-size 0: expected a count >= 1"),
+    (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size -1: expected a size >= 0"),
+])
+def test_generation_limits_that_mean_something_else_are_refused(work, flags, words):
+    result = call([tool("fairseq-generate"), *GENERATE[:-2], *flags], cwd=work, expect_ok=False)
+    last = one_line_error(result, "fairseq-generate")
+    assert words in last, last

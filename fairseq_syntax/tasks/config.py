@@ -51,6 +51,8 @@ def check_config(cfg) -> None:
             "but not its parse (the side-files). Leave it out: fairseq then skips the training sentences longer "
             "than --max-source-positions (valid and test ones with --skip-invalid-size-inputs-valid-test)"
         )
+    if isinstance(getattr(cfg, "num_batch_buckets", 0), int) and cfg.num_batch_buckets < 0:
+        raise UsageError(f"--num-batch-buckets {cfg.num_batch_buckets}: expected 0 (the task pads by length itself)")
     if (getattr(cfg, "num_batch_buckets", 0) or 0) > 0:
         raise UsageError(
             f"--num-batch-buckets {cfg.num_batch_buckets} is not supported by --task syntax_translation: it pads "

@@ -283,7 +283,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         self, dataset, max_tokens=None, max_sentences=None, max_positions=None,
         ignore_invalid_inputs=False, required_batch_size_multiple=1, **kwargs,
     ):
-        """fairseq's, except that only the train split rounds batches to a size multiple.
+        """fairseq's, except that only training rounds batches to a size multiple, and a limit of 0 is refused.
 
         fairseq main drops a last batch whose size is not a multiple of
         ``--required-batch-size-multiple`` (``data_utils.batch_by_size``): harmless for a
@@ -295,8 +295,11 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         seed = kwargs.get("seed", 1)
         if isinstance(seed, int) and not 0 <= seed < 2 ** 32:
             raise UsageError(f"--seed {seed}: expected a number from 0 to 2**32 - 1 (NumPy's seeds)")
-        if dataset is not self.datasets.get(self.cfg.train_subset):
-            required_batch_size_multiple = 1
+        for flag, value in (("--max-tokens", max_tokens), ("--batch-size", max_sentences)):
+            if isinstance(value, int) and value < 1:  # fairseq reads 0 as "no limit"
+                raise UsageError(f"{flag} {value}: expected a count >= 1 (left out: no limit)")
+        if dataset is not self.datasets.get(self.cfg.train_subset) or self.loaded_provenances:
+            required_batch_size_multiple = 1  # decoding or validating a checkpoint: every sentence, the train split's too
         return super().get_batch_iterator(
             dataset, max_tokens=max_tokens, max_sentences=max_sentences, max_positions=max_positions,
             ignore_invalid_inputs=ignore_invalid_inputs,
