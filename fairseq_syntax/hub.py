@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_syntax.checkpoints import CALLER_ONLY_TASK_SETTINGS
 from fairseq_syntax.search_settings import check_search
 from fairseq_syntax_core.errors import CheckpointError, UsageError
 from fairseq_syntax_core.oneline import quoted
@@ -99,7 +100,7 @@ def _ids_key(ids: torch.Tensor) -> bytes:
 #: settings a checkpoint stores that only the caller may give (the checkpoint's own are dropped): a spaCy pipeline
 #: folder to load, leave to decode on a data-bin the model was not trained on, a file of replacements for unknown
 #: words (stored languages are checked as language codes by the task)
-CALLER_ONLY = {"syntax_parser": None, "allow_other_data_bin": False, "replace_unk": None}
+CALLER_ONLY = {**CALLER_ONLY_TASK_SETTINGS, "replace_unk": None}
 #: the stored segmenter settings that are not files or URLs (those the caller must give)
 BPE_NOT_FILES = ("_name", "bpe", "bpe_separator", "bpe_codes", "sentencepiece_enable_sampling", "sentencepiece_alpha")
 #: the files fairseq's hub takes as BPE codes from the model's own folder
@@ -125,13 +126,13 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                               "trained on")
     path = os.path.join(model_name_or_path, checkpoint_file)
     bpe = getattr(x["args"], "bpe", None)
-    if bpe is not None and "bpe" not in kwargs:  # files or URLs fairseq's segmenters would open or fetch
-        for key in bpe:
+    if bpe is not None:  # files or URLs fairseq's segmenters would open or fetch; a caller's bpe= does not replace
+        for key in bpe:    # the stored section (fairseq only overwrites the keys inside it)
             value = bpe.get(key)
             if key not in BPE_NOT_FILES and key not in kwargs and isinstance(value, str) and value:
                 raise CheckpointError(path, None, f"its settings name a file or URL for the segmenter (cfg.bpe.{key} "
-                                                  f"{quoted(value, 60)}) that the caller did not give: give bpe= and "
-                                                  "its files yourself")
+                                                  f"{quoted(value, 60)}) that the caller did not give: the hub would "
+                                                  "open it; give the segmenter's files yourself")
     check_stored_generation(x["args"], x["task"], kwargs, path)
     try:
         return SyntaxHubInterface(x["args"], x["task"], x["models"])

@@ -49,9 +49,10 @@ def earlier_results_kept(cfg):
                          f"({one_line(os.readlink(folder))[:80]}): make that folder, or give another")
     path = os.path.join(folder, f"generate-{subset}.txt")
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
-        what = "a symbolic link" if os.path.islink(path) else "not a regular file"
-        raise UsageError(f"--results-path {one_line(folder)}: generate-{one_line(subset)}.txt there is {what}, "
-                         "which fairseq-generate would write through: remove it, or give another folder")
+        what = ("a symbolic link, which fairseq-generate would write through" if os.path.islink(path)
+                else "not a regular file, which fairseq-generate cannot write")
+        raise UsageError(f"--results-path {one_line(folder)}: generate-{one_line(subset)}.txt there is {what}: "
+                         "remove it, or give another folder")
     if not os.path.isfile(path):
         yield
         return

@@ -369,3 +369,20 @@ def test_generation_limits_that_mean_something_else_are_refused(work, flags, wor
     result = call([tool("fairseq-generate"), *GENERATE[:-2], *flags], cwd=work, expect_ok=False)
     last = one_line_error(result, "fairseq-generate")
     assert words in last, last
+
+
+def test_the_hub_fetches_no_stored_segmenter_file_when_the_caller_names_a_segmenter(tmp_path):
+    """fairseq overwrites keys inside the stored ``cfg.bpe`` but never replaces it: ``bpe=`` keeps its files."""
+    from fairseq_syntax_core.errors import CheckpointError
+
+    _crafted(tmp_path, lambda cfg: cfg.update(bpe={"_name": "gpt2", "gpt2_encoder_json": str(tmp_path / "enc.json"),
+                                                   "gpt2_vocab_bpe": str(tmp_path / "vocab.bpe")}))
+    with pytest.raises(CheckpointError, match=r"cfg\.bpe\.gpt2_encoder_json .*that the caller did not give"):
+        _hub_of(tmp_path, allow_other_data_bin=True)
+
+
+def test_a_folder_at_the_results_file_is_refused_as_not_a_regular_file(work):
+    (work / "res" / "generate-test.txt").mkdir(parents=True)
+    result = call([tool("fairseq-generate"), *GENERATE, "--results-path", "res"], cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-generate", "generate-test.txt there is not a regular file")
+    assert (work / "res" / "generate-test.txt").is_dir()
