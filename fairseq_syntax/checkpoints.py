@@ -149,4 +149,31 @@ def caller_only_settings(state: Any, overrides: Optional[Mapping]) -> Any:
                     setattr(section, key, default)
             elif hasattr(section, "get") and section.get(key) not in (None, default):
                 section[key] = default
+    if hasattr(cfg, "get"):
+        caller_segmenters(cfg, given)
     return state
+
+
+#: the stored sections a caller's name replaces whole (fairseq's override only sets the keys inside them)
+SEGMENTER_SECTIONS = ("tokenizer", "bpe")
+
+
+def caller_segmenters(cfg: Any, given: Mapping) -> None:
+    """A tokenizer or segmenter the caller names (the hub's ``tokenizer=``/``bpe=``) replaces the stored section
+    whole: fairseq's override keeps a stored section's ``_name``, languages and files, setting only the keys the
+    caller gave in it. The section is rebuilt from the caller's name and keywords, as for a checkpoint without one."""
+    from fairseq.dataclass.utils import overwrite_args_by_name
+    from omegaconf import open_dict
+
+    from omegaconf import DictConfig
+
+    if not isinstance(cfg, DictConfig):
+        return
+    replaced = False
+    for key in SEGMENTER_SECTIONS:
+        if key in given and not isinstance(given[key], Mapping) and cfg.get(key) is not None:
+            with open_dict(cfg):
+                cfg[key] = None
+            replaced = True
+    if replaced:
+        overwrite_args_by_name(cfg, dict(given))  # fairseq's own rebuild of a section the checkpoint lacks

@@ -99,8 +99,8 @@ from .checkpoints import caller_only_settings, model_class_problem
 from .results_file import discard_results, earlier_results_kept
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
-    training_settings_error,
 )
+from .command_settings import command_settings_error
 
 #: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)
 OPEN_FILES_NEEDED = 256
@@ -260,8 +260,8 @@ def _wrap_call_main(distributed_utils) -> bool:
                 "from the environment (fairseq would divide the rank by the GPU count)"
             )
         error = distributed_cpu_error(cfg, gpus)
-        if error is None and getattr(main, "__module__", None) == "fairseq_cli.train":
-            error = training_settings_error(cfg)
+        if error is None:
+            error = command_settings_error(cfg, getattr(main, "__module__", None))
         if error is not None:
             raise UsageError(error)
         return original(cfg, main, **kwargs)
@@ -382,7 +382,7 @@ def _wrap_generate_entry() -> bool:
 
     @functools.wraps(original)
     def main(cfg):
-        error = generation_shards_error(cfg)
+        error = generation_shards_error(cfg) or command_settings_error(cfg, "fairseq_cli.generate")
         if error is not None:
             raise UsageError(error)
         with signals_raised(), earlier_results_kept(cfg):

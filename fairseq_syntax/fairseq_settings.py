@@ -130,7 +130,7 @@ def training_settings_error(cfg) -> Optional[str]:
     clip = getattr(optimization, "clip_norm", 0.0)
     if isinstance(clip, (int, float)) and not (math.isfinite(clip) and clip >= 0):
         return f"--clip-norm {_number(clip)}: expected a gradient norm >= 0 (0, fairseq's default: no clipping)"
-    problem = _limits_error(cfg) or optimizer_settings_error(cfg)
+    problem = _limits_error(cfg) or _tpu_error(cfg) or optimizer_settings_error(cfg)
     if problem is not None:
         return problem
     for key, least in KEEP_COUNTS.items():
@@ -139,6 +139,20 @@ def training_settings_error(cfg) -> Optional[str]:
             return (f"--{key.replace('_', '-')} {count}: expected a count >= {least}, or -1 (fairseq's default: "
                     f"{'keep every checkpoint' if key != 'keep_interval_updates_pattern' else 'no pattern'})")
     return None
+
+
+def _tpu_error(cfg) -> Optional[str]:
+    """``--bf16``, ``--memory-efficient-bf16`` and ``--tpu``: fairseq runs them on a TPU only (bf16 sets ``--tpu``),
+    through torch_xla; without it the trainer fails with a traceback after the model is built."""
+    import importlib.util
+
+    common = getattr(cfg, "common", None)
+    if not getattr(common, "tpu", False) or importlib.util.find_spec("torch_xla") is not None:
+        return None
+    flag = next((f"--{key.replace('_', '-')}" for key in ("memory_efficient_bf16", "bf16")
+                 if getattr(common, key, False)), "--tpu")
+    return (f"{flag}: fairseq runs it only on a TPU, through torch_xla, which is not installed (on a GPU: --fp16 "
+            "or --memory-efficient-fp16)")
 
 
 def _limits_error(cfg) -> Optional[str]:
@@ -164,9 +178,12 @@ def _limits_error(cfg) -> Optional[str]:
         return (f"--checkpoint-suffix {one_line(suffix)[:40]}: expected a file-name suffix without a path separator "
                 "(fairseq would write into a folder that does not exist, at the first save)")
     restore = getattr(checkpoint, "restore_file", "checkpoint_last.pt")
-    if isinstance(restore, str) and restore != "checkpoint_last.pt" and "://" not in restore and not any(
-            os.path.exists(path) for path in (restore, restore.replace(".pt", f"{suffix}.pt"))):
-        return f"--restore-file {one_line(restore)[:80]}: no such checkpoint (left out: resume from --save-dir)"
+    opened = restore.replace(".pt", f"{suffix}.pt") if isinstance(restore, str) else restore  # as fairseq does
+    if isinstance(restore, str) and restore != "checkpoint_last.pt" and "://" not in restore \
+            and not os.path.exists(opened):
+        with_suffix = f" (with --checkpoint-suffix fairseq opens {one_line(opened)[:80]})" if opened != restore else ""
+        return (f"--restore-file {one_line(restore)[:80]}: no such checkpoint{with_suffix} (left out: resume from "
+                "--save-dir)")
     ema = getattr(cfg, "ema", None)
     rate = getattr(ema, "ema_decay", None)
     if getattr(ema, "store_ema", False) and isinstance(rate, (int, float)) and not 0.0 <= rate <= 1.0:  # NaN too

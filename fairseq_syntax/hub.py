@@ -14,7 +14,10 @@ yourself, a 2-D tensor's rows) are parsed from words rebuilt from the ids, with 
 The BPE codes the hub applies (``bpe_codes=``) are checked by the task before fairseq's
 ``GeneratorHubInterface`` builds the segmenter: codes that are not subword-nmt's, or not those
 the model was trained with, are refused (``allow_other_data_bin=True``: a warning), as in
-fairseq-interactive (``SyntaxTranslationTask.check_applied_bpe``).
+fairseq-interactive (``SyntaxTranslationTask.check_applied_bpe``). A ``tokenizer=`` or ``bpe=`` the caller
+gives replaces the checkpoint's stored section whole (fairseq would keep its name, files and languages:
+:func:`fairseq_syntax.checkpoints.caller_segmenters`), and a Moses tokenizer speaks the task's languages unless the
+caller gives ``source_lang=``/``target_lang=``.
 """
 
 import argparse
@@ -134,6 +137,7 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                                                   f"{quoted(value, 60)}) that the caller did not give: the hub would "
                                                   "open it; give the segmenter's files yourself")
     check_stored_generation(x["args"], x["task"], kwargs, path)
+    task_languages(x["args"], x["task"], kwargs)
     try:
         return SyntaxHubInterface(x["args"], x["task"], x["models"])
     except UsageError as error:  # the segmenter: the caller's, or the checkpoint's stored one
@@ -142,6 +146,18 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
             raise
         raise CheckpointError(path, None, f"its stored settings (cfg.bpe.{flag}, which the caller did not give): "
                                           f"{error}") from None
+
+
+def task_languages(cfg: Any, task: Any, given: Dict[str, Any]) -> None:
+    """A Moses tokenizer's languages are the task's unless the caller gives them (fairseq's defaults are English
+    for both, a checkpoint's stored ones may be any)."""
+    tokenizer = getattr(cfg, "tokenizer", None)
+    task_cfg = getattr(task, "cfg", None)
+    if tokenizer is None or task_cfg is None or tokenizer.get("_name") != "moses":
+        return
+    for key in ("source_lang", "target_lang"):
+        if key not in given and key in tokenizer and getattr(task_cfg, key, None) is not None:
+            tokenizer[key] = getattr(task_cfg, key)
 
 
 def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: str) -> None:

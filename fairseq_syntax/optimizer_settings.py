@@ -12,6 +12,9 @@ None); :func:`fairseq_syntax.fairseq_settings.training_settings_error` calls it 
 * ``--batch-size``/``--max-tokens``/``--max-valid-steps`` below 1, ``--update-freq`` below 1,
   ``--save-interval-updates``/``--validate-interval-updates``/``--curriculum``/``--stop-time-hours`` below 0,
   ``--patience`` below -1: trained as something else, or a message that names no option.
+* ``--end-learning-rate``, ``--min-lr``, ``--power`` below 0, ``--warmup-init-lr`` below 0 but -1, a scheduler whose
+  first rate is below 0: training at a negative rate (gradient ascent) or stopping at once, exit 0;
+  ``--force-anneal`` below 1 and ``--lr-patience`` below 0: read as "from the first epoch" and 0.
 """
 
 import ast
@@ -40,6 +43,15 @@ COUNTS = (
     ("dataset", "max_valid_steps", 1, "not given: the whole validation set"),
     ("optimization", "stop_time_hours", 0, "0, fairseq's default: no time limit"),
     ("lr_scheduler", "warmup_updates", 0, "0: no warm-up"),
+    ("lr_scheduler", "force_anneal", 1, "not given: no forced annealing"),
+    ("lr_scheduler", "lr_patience", 0, "0, fairseq's default: shrink after one epoch without improvement"),
+)
+#: scheduler floors and exponents a negative value of which trains at a negative rate (gradient ascent, exit 0)
+#: or stops before the first update: (key, what is expected)
+SCHEDULE_FLOORS = (
+    ("end_learning_rate", "a rate >= 0 (0, fairseq's default)"),
+    ("min_lr", "a rate >= 0 (0, fairseq's default)"),
+    ("power", "an exponent >= 0 (1, fairseq's default: linear decay)"),
 )
 
 
@@ -133,6 +145,14 @@ def optimizer_settings_error(cfg) -> Optional[str]:
         if _is_number(value) and value < least:
             what = "a number of hours" if key == "stop_time_hours" else "a count"
             return f"--{key.replace('_', '-')} {_text(value)}: expected {what} >= {least} ({meaning})"
+    for key, expected in SCHEDULE_FLOORS:
+        value = getattr(getattr(cfg, "lr_scheduler", None), key, None)
+        if _is_number(value) and value < 0:
+            return f"--{key.replace('_', '-')} {_text(value)}: expected {expected}"
+    init = getattr(getattr(cfg, "lr_scheduler", None), "warmup_init_lr", None)
+    if _is_number(init) and init < 0 and init != -1:
+        return (f"--warmup-init-lr {_text(init)}: expected a rate >= 0, or -1 (fairseq's default: 0 with "
+                "--warmup-updates, else --lr)")
     freqs = list(getattr(getattr(cfg, "optimization", None), "update_freq", None) or [])
     if any(not isinstance(f, int) or isinstance(f, bool) or f < 1 for f in freqs):
         return (f"--update-freq {','.join(_text(f) for f in freqs)}: expected batches per update >= 1 "
@@ -144,6 +164,9 @@ def optimizer_settings_error(cfg) -> Optional[str]:
     first, refused = _first_learning_rate(cfg)
     if refused is not None:
         return refused
+    if first is not None and first < 0:
+        return (f"--lr-scheduler {getattr(cfg.lr_scheduler, '_name', None)}: its first learning rate is {first:g}: "
+                "expected a rate >= 0 (a negative rate trains away from the data)")
     stop = getattr(getattr(cfg, "optimization", None), "stop_min_lr", None)
     if _is_number(stop) and stop >= 0:
         if first is not None and first <= stop:

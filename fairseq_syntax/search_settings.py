@@ -24,9 +24,12 @@ def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weigh
         value = getattr(args, name, 0)  # NaN: fairseq's "> -1" or "!= 0" tests read it as off, or score with it
         if isinstance(value, (int, float)) and not math.isfinite(value):
             raise UsageError(f"--{name.replace('_', '-')} {value}: expected a finite number")
-    ngram = getattr(args, "no_repeat_ngram_size", 0)
-    if isinstance(ngram, int) and not isinstance(ngram, bool) and ngram < 0:
-        raise UsageError(f"--no-repeat-ngram-size {ngram}: expected a size >= 0 (0, fairseq's default: off)")
+    for name, expected in (("no_repeat_ngram_size", "a size >= 0 (0, fairseq's default: off)"),
+                           ("prefix_size", "a size >= 0 (0, fairseq's default: no prefix of the reference)"),
+                           ("min_len", "a length >= 0 (1, fairseq's default)")):
+        value = getattr(args, name, 0)  # fairseq reads a negative one as 0 without a word
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise UsageError(f"--{name.replace('_', '-')} {value}: expected {expected}")
     temperature = getattr(args, "temperature", 1.0)
     if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
         raise UsageError(f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")

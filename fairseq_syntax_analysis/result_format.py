@@ -84,6 +84,10 @@ def test_problem(name: str, test: object) -> Optional[str]:
     if not isinstance(test, dict) or not isinstance(test.get("sentences"), int) \
             or isinstance(test.get("sentences"), bool) or test["sentences"] < 1:
         return f"test set {quoted(name)} needs its number of sentences"
+    digest = test.get("reference_sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        return f"test set {quoted(name)}: its reference_sha256 is not a SHA-256 digest (edited?)"
     scores, stats, sigs = test.get("scores"), test.get("statistics"), test.get("signatures")
     if not isinstance(scores, dict) or not all(is_number(scores.get(m)) for m in METRIC_KEYS):
         return f"test set {quoted(name)} needs finite {' and '.join(METRIC_KEYS)} scores"

@@ -192,6 +192,8 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
             "statistics": ev["statistics"][system["name"]],
             "hypotheses": ev.get("hypotheses", {}).get(system["name"]),
         }
+        if isinstance(ev.get("reference_sha256"), str):  # which references, however their path was typed
+            tests[name]["reference_sha256"] = ev["reference_sha256"]
     return {
         "format": FORMAT, "model": model, "arch": arch, "seed": seed, "flags": flags,
         "max_update": max_update, "updates": updates, "epochs": facts["last_epoch"],
@@ -200,6 +202,14 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
         "best_checkpoint_metric": facts.get("best_checkpoint_metric", "loss"), "stopped": stopped,
         "commit": commit, "device": device, "wall_seconds": round(wall_seconds, 1), "tests": tests,
     }
+
+
+def same_reference(a: Dict, b: Dict) -> bool:
+    """Whether two evaluations score one reference: the same text (the digest evaluate records), else, for
+    evaluations without it, the same path as typed and the same number of sentences."""
+    if isinstance(a.get("reference_sha256"), str) and isinstance(b.get("reference_sha256"), str):
+        return a["reference_sha256"] == b["reference_sha256"]
+    return (a.get("reference"), a.get("sentences")) == (b.get("reference"), b.get("sentences"))
 
 
 def read_evaluation(path: str) -> Dict:
@@ -319,9 +329,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             evaluations[name], eval_paths[name] = read_evaluation(path), path
             test = (evaluations[name].get("reference"), evaluations[name]["sentences"])
             for other in list(evaluations)[:-1]:
-                if (evaluations[other].get("reference"), evaluations[other]["sentences"]) == test:
+                if same_reference(evaluations[other], evaluations[name]):
                     raise InputError(path, None, f"scores the reference {quoted(test[0], 80)} ({test[1]} sentences), "
-                                     f"as the --eval of {quoted(other, 40)} does: one evaluation per test set")
+                                     f"as the --eval of {quoted(other, 40)} does (the same text): one evaluation per "
+                                     "test set")
             reference = test[0]
             if isinstance(reference, str) and name not in os.path.basename(reference):
                 print(f"{PROG}: warning: --eval {one_line(name)[:40]}: {one_line(path)} scores the reference "

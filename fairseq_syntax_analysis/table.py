@@ -29,6 +29,11 @@ def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
     """Two results of ``test`` must score the same sentences in the same order: sentence count,
     sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
     ta, tb = a["tests"][test], b["tests"][test]
+    digests = ta.get("reference_sha256"), tb.get("reference_sha256")
+    if all(isinstance(d, str) for d in digests) and digests[0] != digests[1]:
+        raise InputError(a["_path"], None, f"test set {quoted(test)} was scored against references of the digest "
+                         f"{quoted(digests[0][:16])}..., {quoted(b['_path'])} against {quoted(digests[1][:16])}...: "
+                         "not the same references, so they cannot be paired")
     if ta["sentences"] != tb["sentences"]:
         raise InputError(a["_path"], None, f"test set {quoted(test)} has {ta['sentences']} sentences, "
                          f"{tb['sentences']} in {quoted(b['_path'])}: not the same test set")

@@ -299,3 +299,18 @@ def _swap_two_symbols(data_bin) -> None:
     (a, count_a), (b, count_b) = (line.split(" ", 1) for line in lines[1:3])
     lines[1:3] = [f"{b} {count_a}", f"{a} {count_b}"]
     path.write_text("".join(lines), encoding="utf-8")
+
+
+# ---- checkpoints edited as an attacker would
+RELEASE_CHECKPOINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2", "checkpoints",
+                                  "transformer_dep_rel.pt")
+
+
+def crafted_checkpoint(folder, edit, name: str = "model.pt") -> str:
+    """The release fixture's checkpoint with ``edit`` applied to its ``cfg``, saved as ``folder/name``."""
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(RELEASE_CHECKPOINT)
+    edit(state["cfg"])
+    torch.save(state, os.path.join(folder, name))
+    return os.path.join(str(folder), name)

@@ -511,6 +511,27 @@ def test_record_refuses_one_evaluation_for_two_test_sets_and_warns_of_a_referenc
     assert "--eval test_2017_mscoco: " in capsys.readouterr().err  # warned: a reference of another name
 
 
+def test_record_refuses_one_reference_reached_under_two_names_and_keeps_its_digest(tmp_path, capsys):
+    assert _record_run(tmp_path) == 0
+    capsys.readouterr()
+    data = json.loads((tmp_path / "ev.json").read_text(encoding="utf-8"))
+    digest = "c" * 64
+    (tmp_path / "ev.json").write_text(json.dumps(dict(data, reference="raw/test_2016_flickr.de",
+                                                      reference_sha256=digest)), encoding="utf-8")
+    (tmp_path / "ev2.json").write_text(json.dumps(dict(data, reference="copy/test_2016_flickr2.de",
+                                                       reference_sha256=digest)), encoding="utf-8")
+    (tmp_path / "r.json").unlink()
+    argv = ["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", "60", "--save-dir",
+            str(tmp_path / "ck"), "--eval", f"test_2016_flickr={tmp_path / 'ev.json'}", "--out", str(tmp_path / "r.json"),
+            "--commit", "x"]
+    assert rs.cli_main(argv + ["--eval", f"test_2016_flickr2={tmp_path / 'ev2.json'}"]) == 1
+    assert "as the --eval of 'test_2016_flickr' does (the same text)" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+    assert rs.cli_main(argv) == 0
+    recorded = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert recorded["tests"]["test_2016_flickr"]["reference_sha256"] == digest
+
+
 def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
     assert _record_run(tmp_path) == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))

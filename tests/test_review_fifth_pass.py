@@ -151,7 +151,7 @@ def test_an_unlogged_best_checkpoint_metric_names_the_option_and_what_validation
     ({}, {"keep_interval_updates_pattern": -2}, "--keep-interval-updates-pattern -2"),
 ])
 def test_every_training_setting_out_of_range_is_named(optimization, checkpoint, words):
-    from fairseq_syntax.compat import training_settings_error
+    from fairseq_syntax.fairseq_settings import training_settings_error
 
     def cfg(optimization=(), checkpoint=()):
         return types.SimpleNamespace(

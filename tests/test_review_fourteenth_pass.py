@@ -265,6 +265,10 @@ def test_interactive_names_the_input_line_over_the_limits_across_buffers(work):
     (["--store-ema", "--ema-decay", "2"], "--ema-decay 2: expected a decay in [0, 1]"),
 ])
 def test_train_settings_fairseq_takes_and_misreads_are_refused_at_start_up(work, flags, words):
+    _train_refused(work, flags, words)
+
+
+def _train_refused(work, flags, words):
     result = call([tool("fairseq-train"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
                    "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim",
                    "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16",
@@ -358,7 +362,7 @@ def test_decoding_the_train_split_keeps_every_sentence(work):
      "--power nan: expected a finite number"),
 ])
 def test_more_train_settings_fairseq_misreads_are_refused_at_start_up(work, flags, words):
-    test_train_settings_fairseq_takes_and_misreads_are_refused_at_start_up(work, flags, words)
+    _train_refused(work, flags, words)
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -369,16 +373,6 @@ def test_generation_limits_that_mean_something_else_are_refused(work, flags, wor
     result = call([tool("fairseq-generate"), *GENERATE[:-2], *flags], cwd=work, expect_ok=False)
     last = one_line_error(result, "fairseq-generate")
     assert words in last, last
-
-
-def test_the_hub_fetches_no_stored_segmenter_file_when_the_caller_names_a_segmenter(tmp_path):
-    """fairseq overwrites keys inside the stored ``cfg.bpe`` but never replaces it: ``bpe=`` keeps its files."""
-    from fairseq_syntax_core.errors import CheckpointError
-
-    _crafted(tmp_path, lambda cfg: cfg.update(bpe={"_name": "gpt2", "gpt2_encoder_json": str(tmp_path / "enc.json"),
-                                                   "gpt2_vocab_bpe": str(tmp_path / "vocab.bpe")}))
-    with pytest.raises(CheckpointError, match=r"cfg\.bpe\.gpt2_encoder_json .*that the caller did not give"):
-        _hub_of(tmp_path, allow_other_data_bin=True)
 
 
 def test_a_folder_at_the_results_file_is_refused_as_not_a_regular_file(work):

@@ -34,13 +34,14 @@ warning.
 """
 
 import logging
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import torch
 from fairseq.data import Dictionary
 from fairseq.tokenizer import tokenize_line
 from torch import Tensor
 
+from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.databin import (
     METADATA_FILE, NODE, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, STREAMS,
 )
@@ -99,6 +100,32 @@ class SourceTexts:
         return texts
 
 
+def recorded_pipeline_check(nlp: Any, recorded: Dict, given: bool) -> None:
+    """The pipeline that parses raw text against the one ``syntax.json`` records (``pipeline``, its
+    ``pipeline_version``): the one its ``parser.name`` loads must be that pipeline (else the record was edited);
+    another version, or the caller's ``--syntax-parser`` naming another pipeline, parses otherwise than the
+    training data was parsed (a warning)."""
+    from fairseq_syntax_core.errors import UsageError
+
+    meta = getattr(nlp, "meta", {}) or {}
+    loaded = (f"{meta.get('lang', '')}_{meta.get('name', '')}", str(meta.get("version", "")))
+    expected = (recorded.get("pipeline"), recorded.get("pipeline_version"))
+    if not isinstance(expected[0], str) or not expected[0]:
+        return  # an external parse: nothing recorded to compare
+    shown = f"{one_line(loaded[0])[:60]} {one_line(loaded[1])[:20]}"
+    if loaded[0] != expected[0]:
+        if not given:
+            raise UsageError(f"{METADATA_FILE}'s parser.name loads the spaCy pipeline {shown}, and the same record "
+                             f"says the data-bin was parsed by {one_line(expected[0])[:60]}: an edited {METADATA_FILE}? "
+                             "give --syntax-parser NAME_OR_FOLDER")
+        logger.warning(f"--syntax-parser loads the spaCy pipeline {shown}; the data-bin was parsed by "
+                       f"{one_line(expected[0])[:60]} ({METADATA_FILE}): the model sees other parses than it was "
+                       "trained on")
+    elif isinstance(expected[1], str) and expected[1] and loaded[1] != expected[1]:
+        logger.warning(f"the spaCy pipeline {shown} parses raw text; the data-bin was parsed by its version "
+                       f"{one_line(expected[1])[:20]} ({METADATA_FILE}): its parses may differ from the training data's")
+
+
 class OnlineParser:
     def __init__(
         self,
@@ -123,7 +150,9 @@ class OnlineParser:
                     f"{METADATA_FILE} records no installed spaCy pipeline (the data-bin was made from an external "
                     "parse, or with --parser FOLDER): give --syntax-parser NAME_OR_FOLDER to parse raw text"
                 )
-            self.nlp = load_pipeline(name, flag=f"{METADATA_FILE}'s parser.name", package_only=True)
+            self.nlp = load_pipeline(name, flag=f"{METADATA_FILE}'s parser.name", package_only=True,
+                                     lang=metadata.get("source_lang"))
+        recorded_pipeline_check(self.nlp, metadata.get("parser", {}), bool(parser))
         self.pos_column = metadata.get("pos_column", "upos")
         self.rule = metadata.get("projection", {}).get("rule", "first")
         bpe = metadata.get("bpe", {})

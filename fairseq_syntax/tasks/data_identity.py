@@ -166,10 +166,17 @@ class DataIdentity:
                                        ("--moses-no-escape", "moses_no_escape"))
                      if bool(getattr(tokenizer_cfg, key, False)) == bool(recorded.get(
                          "moses_aggressive_dash_splits" if key == "moses_no_dash_splits" else "moses_escape", True))]
-            if not flags:
+            notes = [f"{'drop' if recorded.get(k, True) else 'give'} {flag} (the hub, or a checkpoint's stored "
+                     f"tokenizer: {flag[2:].replace('-', '_')}={not recorded.get(k, True)}; {k} was "
+                     f"{recorded.get(k, True)})" for flag, k in flags]
+            tokenizer_langs = (getattr(tokenizer_cfg, "source_lang", None), getattr(tokenizer_cfg, "target_lang", None))
+            if tokenizer_langs != (self.cfg.source_lang, self.cfg.target_lang):
+                notes.append(f"its languages are {one_line(str(tokenizer_langs[0]))[:20]} and "
+                             f"{one_line(str(tokenizer_langs[1]))[:20]}, not the task's: give {langs} (the hub: "
+                             "source_lang=, target_lang=)")
+            if not notes:
                 return
-            note = "; ".join(f"{'drop' if recorded.get(k, True) else 'give'} {flag} ({k} was "
-                             f"{recorded.get(k, True)})" for flag, k in flags)
+            note = "; ".join(notes)
         self._tokenizer_warned = True
         logger.warning(f"the data-bin's text was tokenized by Moses (its syntax.json) and {note}: the model would "
                        "see other words than it was trained on")

@@ -1,0 +1,112 @@
+"""Settings of fairseq's commands that fairseq takes without a word and then misreads, checked before each starts.
+
+:func:`command_settings_error` is called by the wrapped ``call_main`` (:mod:`fairseq_syntax.compat`) with the
+command's whole configuration:
+
+* fairseq-train: :func:`fairseq_syntax.fairseq_settings.training_settings_error`;
+* fairseq-generate and fairseq-interactive ``--post-process``/``--remove-bpe``, fairseq-train ``--eval-bleu
+  --eval-bleu-remove-bpe``: a way of joining pieces that is not the data-bin's (``sentencepiece`` deletes every
+  space of subword-nmt output, and the score is of those strings). Refused like ``--bpe`` (``--allow-other-data-bin``:
+  a warning);
+* fairseq-validate ``--max-valid-steps``, ``--max-tokens-valid``, ``--batch-size-valid``: fairseq-validate reads
+  none of them (the whole split is validated with ``--max-tokens``/``--batch-size``).
+"""
+
+import argparse
+import logging
+import os
+from typing import Any, Optional
+
+from fairseq_syntax_core.oneline import one_line
+
+from .fairseq_settings import training_settings_error
+
+logger = logging.getLogger(__name__)
+
+#: the task whose data-bins record their segmentation (syntax.json)
+TASK = "syntax_translation"
+#: fairseq's post-processing values that take nothing off, and those that join subword-nmt pieces
+LEAVES_PIECES = (None, "none")
+JOINS_SUBWORD_NMT = ("subword_nmt", "@@ ", "@@")
+
+
+def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
+    """Why the fairseq command of ``module`` (``fairseq_cli.train``...) must not start on ``cfg`` (its
+    configuration, or the flat Namespace fairseq-generate may pass), or None."""
+    if isinstance(cfg, argparse.Namespace):
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        cfg = convert_namespace_to_omegaconf(cfg)
+    if module == "fairseq_cli.train":
+        problem = training_settings_error(cfg)
+        if problem is not None:
+            return problem
+        task = getattr(cfg, "task", None)
+        if getattr(task, "eval_bleu", False):
+            return post_process_error(cfg, getattr(task, "eval_bleu_remove_bpe", None), "--eval-bleu-remove-bpe")
+        return None
+    if module in ("fairseq_cli.generate", "fairseq_cli.interactive"):
+        return post_process_error(cfg, getattr(getattr(cfg, "common_eval", None), "post_process", None),
+                                  "--post-process")
+    if module == "fairseq_cli.validate":
+        return validate_sizes_error(cfg)
+    return None
+
+
+def _recorded_segmentation(cfg: Any) -> Optional[dict]:
+    """The ``bpe`` record of the first data-bin's syntax.json, or None (another task, or a file the task names
+    itself when it reads it)."""
+    from fairseq import utils
+
+    from fairseq_syntax.data.data_bin_checks import read_metadata
+    from fairseq_syntax_core.databin import METADATA_FILE
+    from fairseq_syntax_core.errors import UserError
+
+    task = getattr(cfg, "task", None)
+    data = getattr(task, "data", None)
+    if getattr(task, "_name", None) != TASK or not isinstance(data, str) or not data:
+        return None
+    try:
+        recorded = read_metadata(os.path.join(utils.split_paths(data)[0], METADATA_FILE)).get("bpe")
+    except UserError:
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def post_process_error(cfg: Any, value: Optional[str], flag: str) -> Optional[str]:
+    """``value`` (how the command joins pieces: fairseq's ``post_process`` symbols) against the data-bin's
+    segmentation: subword-nmt pieces are joined by ``subword_nmt``/``@@ ``, text without BPE by nothing."""
+    recorded = _recorded_segmentation(cfg)
+    if recorded is None or value in LEAVES_PIECES:
+        return None
+    name, separator = recorded.get("name"), recorded.get("separator", "@@")
+    if name == "subword_nmt" and separator == "@@" and value in JOINS_SUBWORD_NMT:
+        return None
+    made = (f"segmented by subword-nmt, its pieces ending in {one_line(str(separator))[:20]}" if name == "subword_nmt"
+            else "not segmented" if name == "none" else f"segmented by {one_line(str(name))[:40]}")
+    remedy = "leave it out"
+    if name == "subword_nmt" and separator == "@@":
+        remedy = f"give {flag} subword_nmt" + (" (or --remove-bpe)" if flag == "--post-process" else "")
+    message = (f"{flag} {one_line(str(value))[:40]}: the data-bin's text was {made} (its syntax.json), and this "
+               "would join the output otherwise (the sentencepiece and letter ways delete every space)")
+    if getattr(getattr(cfg, "task", None), "allow_other_data_bin", False):
+        logger.warning(f"{message}; going on (--allow-other-data-bin)")
+        return None
+    return f"{message}: {remedy}, or give --allow-other-data-bin to go on"
+
+
+def validate_sizes_error(cfg: Any) -> Optional[str]:
+    """fairseq-validate reads ``--max-tokens``/``--batch-size`` for every split and no validation step limit."""
+    dataset = getattr(cfg, "dataset", None)
+    if dataset is None:
+        return None
+    if getattr(dataset, "max_valid_steps", None) is not None:
+        return (f"--max-valid-steps {getattr(dataset, 'max_valid_steps')}: fairseq-validate does not read it (it "
+                "validates the whole split): leave it out")
+    for flag, key, used in (("--max-tokens-valid", "max_tokens_valid", "max_tokens"),
+                            ("--batch-size-valid", "batch_size_valid", "batch_size")):
+        value = getattr(dataset, key, None)
+        if value is not None and value != getattr(dataset, used, None):
+            return (f"{flag} {value}: fairseq-validate does not read it (it batches every split by "
+                    f"--{used.replace('_', '-')}): leave it out, and size the batches with --{used.replace('_', '-')}")
+    return None

