@@ -177,8 +177,8 @@ def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: st
     try:
         check_search(argparse.Namespace(**settings), len(dictionary) if dictionary is not None else None, weight)
     except UsageError as error:
-        flag = str(error).split(" ", 1)[0].lstrip("-").replace("-", "_")  # every refusal starts with its flag
-        if flag in given:
+        flag = getattr(error, "setting", None)
+        if flag is None or flag in given:
             raise
         section = "task" if flag == "length_prior_weight" else "generation"
         raise CheckpointError(path, None, f"its stored {section} settings (cfg.{section}): {error}") from None
