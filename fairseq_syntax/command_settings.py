@@ -37,8 +37,15 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
         cfg = convert_namespace_to_omegaconf(cfg)
+    multiple = getattr(getattr(cfg, "task", None), "required_seq_len_multiple", 1)
+    if isinstance(multiple, int) and not isinstance(multiple, bool) and multiple < 1:  # a modulo by zero in a worker
+        return f"--required-seq-len-multiple {multiple}: expected a number of tokens >= 1 (1, fairseq's default)"
+    results_path = getattr(getattr(cfg, "common_eval", None), "results_path", None)
+    if module in ("fairseq_cli.validate", "fairseq_cli.interactive") and results_path is not None:
+        return (f"--results-path {one_line(str(results_path))[:80]}: only fairseq-generate writes a results file "
+                f"(fairseq-{module.split('.')[-1]} writes to the terminal): leave it out, and redirect its output")
     if module == "fairseq_cli.train":
-        problem = training_settings_error(cfg)
+        problem = training_settings_error(cfg) or device_and_ema_error(cfg)
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)
@@ -50,6 +57,39 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
                                   "--post-process")
     if module == "fairseq_cli.validate":
         return validate_sizes_error(cfg)
+    return None
+
+
+def device_and_ema_error(cfg: Any) -> Optional[str]:
+    """``--amp`` without a CUDA GPU (fairseq trains in fp32 and records ``amp``); ``--ema-update-freq`` below 1 and
+    ``--ema-start-update`` below 0 (read as 1 and 0); an ``--ema-seed-model`` that is not a checkpoint holding
+    EMA weights (fairseq: an IndexError or KeyError naming neither the file nor the option)."""
+    common = getattr(cfg, "common", None)
+    if getattr(common, "amp", False):
+        import torch
+
+        if getattr(common, "cpu", False) or not torch.cuda.is_available():
+            return "--amp: mixed precision needs a CUDA GPU, and this run is on the CPU: leave it out"
+    ema = getattr(cfg, "ema", None)
+    if not getattr(ema, "store_ema", False):
+        return None
+    for key, least in (("ema_update_freq", 1), ("ema_start_update", 0)):
+        value = getattr(ema, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            return f"--{key.replace('_', '-')} {value}: expected a count >= {least}"
+    seed = getattr(ema, "ema_seed_model", None)
+    if isinstance(seed, str) and seed and os.path.isfile(seed):
+        from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+        from fairseq_syntax_core.errors import CheckpointError
+
+        try:
+            state = load_fairseq_checkpoint(seed, mmap=True)
+        except CheckpointError as error:
+            return f"--ema-seed-model {error}"
+        extra = state.get("extra_state")
+        if not isinstance(extra, dict) or not isinstance(extra.get("ema"), dict):
+            return (f"--ema-seed-model {one_line(seed)[:80]}: holds no EMA weights (extra_state.ema): give a "
+                    "checkpoint of a run trained with --store-ema")
     return None
 
 

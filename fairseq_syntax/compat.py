@@ -84,7 +84,7 @@ import os
 import sys
 from typing import Iterator, List
 
-from fairseq_syntax_core import checkpoint_loader
+from fairseq_syntax_core import checkpoint_loader, decoding_record
 from fairseq_syntax_core.checkpoint_loader import (
     READ_ERRORS, check_optimizer_state, checkpoint_read_error, default_load_problem, load_fairseq_checkpoint,
     size_problem,
@@ -96,7 +96,7 @@ from fairseq_syntax_core.signal_exceptions import signals_raised
 from fairseq_syntax_core.startup import ensure_open_files
 
 from .checkpoints import caller_only_settings, model_class_problem
-from .results_file import discard_results, earlier_results_kept
+from .results_file import earlier_results_kept, generate_main
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
 )
@@ -134,6 +134,7 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         try:
             state = original(path, arg_overrides, load_on_all_ranks)
             checkpoint_loader.last_read = os.fspath(path)  # names the file if its weights do not fit
+            decoding_record.note_read(state)  # the run it belongs to, which fairseq-generate's log names
             state = checkpoint_loader.drop_file_settings(state)  # pretrained-embedding files: never opened
             return caller_only_settings(state, arg_overrides)  # its stored --allow-other-data-bin: not obeyed
         except READ_ERRORS as error:
@@ -351,16 +352,7 @@ def _wrap_generate_main() -> bool:
 
     @functools.wraps(original)
     def _main(cfg, output_file):
-        try:
-            return original(cfg, output_file)
-        except OSError as error:
-            name = discard_results(output_file)  # this run's own, half-written
-            if error.filename is not None or name is None:
-                raise
-            raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
-        except BaseException:  # refused, failed or interrupted: no results file, as if the run had not started
-            discard_results(output_file)
-            raise
+        return generate_main(original, cfg, output_file)
 
     _main._fairseq_syntax = True  # type: ignore[attr-defined]
     generate._main = _main

@@ -114,10 +114,11 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
     """fairseq's hub loader for ``model_class``, returning a :class:`SyntaxHubInterface`."""
     from fairseq import hub_utils
 
+    check_local_folders(model_name_or_path, data_name_or_path, kwargs)
     for key, default in CALLER_ONLY.items():  # never the checkpoint's stored value
         kwargs.setdefault(key, default)
-    x = hub_utils.from_pretrained(
-        model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_class.hub_models(), **kwargs
+    x = hub_utils.from_pretrained(  # no archive names: fairseq's (plain Transformers) would be downloaded
+        model_name_or_path, checkpoint_file, data_name_or_path, archive_map={}, **kwargs
     )
     stored = getattr(getattr(x["args"], "bpe", None), "bpe_codes", None)
     folder = [os.path.join(model_name_or_path, name) for name in FOLDER_CODES]
@@ -129,8 +130,8 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
                               "trained on")
     path = os.path.join(model_name_or_path, checkpoint_file)
     bpe = getattr(x["args"], "bpe", None)
-    if bpe is not None:  # files or URLs fairseq's segmenters would open or fetch; a caller's bpe= does not replace
-        for key in bpe:    # the stored section (fairseq only overwrites the keys inside it)
+    if bpe is not None and "bpe" not in kwargs:  # a stored segmenter's files or URLs, opened or fetched (a caller's
+        for key in bpe:                           # bpe= replaces the stored section whole: checkpoints.caller_segmenters)
             value = bpe.get(key)
             if key not in BPE_NOT_FILES and key not in kwargs and isinstance(value, str) and value:
                 raise CheckpointError(path, None, f"its settings name a file or URL for the segmenter (cfg.bpe.{key} "
@@ -146,6 +147,25 @@ def load_hub(model_class, model_name_or_path, checkpoint_file="model.pt", data_n
             raise
         raise CheckpointError(path, None, f"its stored settings (cfg.bpe.{flag}, which the caller did not give): "
                                           f"{error}") from None
+
+
+def check_local_folders(model_name_or_path: Any, data_name_or_path: Any, kwargs: Dict[str, Any]) -> None:
+    """The hub loads from folders only: fairseq's hub extracts a tar archive without checking its members' paths
+    (they may point out of the folder) and then replaces the user's archive by the extracted folder, and it
+    downloads names and URLs."""
+    folders = [("model_name_or_path", model_name_or_path)]
+    if isinstance(data_name_or_path, str) and data_name_or_path.startswith("."):  # fairseq: inside the model folder
+        if isinstance(model_name_or_path, (str, os.PathLike)):
+            folders.append(("data_name_or_path", os.path.join(model_name_or_path, data_name_or_path)))
+    else:
+        folders.append(("data_name_or_path", data_name_or_path))
+    for name, value in folders:
+        if not isinstance(value, (str, os.PathLike)) or not os.path.isdir(value):
+            raise UsageError(f"{name} {quoted(str(value), 80)}: expected a folder (the hub of fairseq-syntax opens no "
+                             "archives, names or URLs: fairseq's would extract an archive without checking where its "
+                             "files go, then replace the archive by the folder); extract it yourself and give the folder")
+    if "is_vocoder" in kwargs:
+        raise UsageError("is_vocoder: the syntax models translate text; they are not vocoders")
 
 
 def task_languages(cfg: Any, task: Any, given: Dict[str, Any]) -> None:
@@ -171,6 +191,8 @@ def check_stored_generation(cfg: Any, task: Any, given: Dict[str, Any], path: st
         settings = {key: generation.get(key) for key in generation}
     except Exception:  # noqa: BLE001 - an unresolvable interpolation: fairseq's own loader said so already
         return
+    nested = {k: v for value in given.values() if isinstance(value, dict) for k, v in value.items()}
+    given = {**nested, **given}  # generation_args={"beam": 5} and the like: the caller's too
     settings.update({key: value for key, value in given.items() if key in settings})
     dictionary = getattr(task, "target_dictionary", None)
     weight = given.get("length_prior_weight", getattr(getattr(task, "cfg", None), "length_prior_weight", 1.0))

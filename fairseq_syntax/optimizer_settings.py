@@ -149,6 +149,12 @@ def optimizer_settings_error(cfg) -> Optional[str]:
         value = getattr(getattr(cfg, "lr_scheduler", None), key, None)
         if _is_number(value) and value < 0:
             return f"--{key.replace('_', '-')} {_text(value)}: expected {expected}"
+    rates = [r for r in (getattr(getattr(cfg, "optimization", None), "lr", None) or []) if _is_number(r)]
+    for key in ("end_learning_rate", "min_lr"):  # polynomial_decay would rise to it; cosine resets it to --lr
+        value = getattr(getattr(cfg, "lr_scheduler", None), key, None)
+        if rates and _is_number(value) and value > max(rates):
+            return (f"--{key.replace('_', '-')} {_text(value)}: expected at most the peak rate, --lr "
+                    f"{_text(max(rates))} (the schedule ends, or bottoms out, at it)")
     init = getattr(getattr(cfg, "lr_scheduler", None), "warmup_init_lr", None)
     if _is_number(init) and init < 0 and init != -1:
         return (f"--warmup-init-lr {_text(init)}: expected a rate >= 0, or -1 (fairseq's default: 0 with "

@@ -8,11 +8,55 @@ import os
 import sys
 from typing import Optional
 
+from fairseq_syntax_core import decoding_record
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.interrupts import signals_deferred
 from fairseq_syntax_core.oneline import one_line
 
-__all__ = ["discard_results", "earlier_results_kept"]
+__all__ = ["discard_results", "earlier_results_kept", "generate_main"]
+
+
+def generate_main(original, cfg, output_file):
+    """fairseq-generate's ``_main`` (``original``): after fairseq's output, the line saying what was decoded
+    (:mod:`fairseq_syntax_core.decoding_record`); a write that fails (disk full, file too large) names the results
+    file, and the partial file this run wrote is removed (fairseq: an OSError naming no file, the half-written
+    ``generate-SPLIT.txt`` left behind); so is the empty or partial file of a run that a refusal, a failure or an
+    interruption stops."""
+    decoding_record.start()
+    try:
+        result = original(cfg, output_file)
+        line = decoded_line(cfg)
+        if line is not None:
+            print(line, file=output_file, flush=True)
+        return result
+    except OSError as error:
+        name = discard_results(output_file)  # this run's own, half-written
+        if error.filename is not None or name is None:
+            raise
+        raise OSError(error.errno, f"{error.strerror}; the partial results file was removed", name) from None
+    except BaseException:  # refused, failed or interrupted: no results file, as if the run had not started
+        discard_results(output_file)
+        raise
+
+
+def decoded_line(cfg) -> Optional[str]:
+    """The ``fairseq-syntax-decoded`` line of a decoding with this plugin's task (None for other tasks)."""
+    from fairseq import utils
+
+    from fairseq_syntax.data.data_bin_checks import read_metadata
+    from fairseq_syntax_core.databin import METADATA_FILE
+    from fairseq_syntax_core.errors import UserError
+
+    task = getattr(cfg, "task", None)
+    data = getattr(task, "data", None)
+    if getattr(task, "_name", None) != "syntax_translation" or not isinstance(data, str) or not data:
+        return None
+    folder = utils.split_paths(data)[0]
+    try:
+        perturbation = read_metadata(os.path.join(folder, METADATA_FILE)).get("perturbation")
+    except UserError:
+        perturbation = None
+    return decoding_record.record_line(folder, perturbation)
 
 
 def discard_results(output_file) -> Optional[str]:

@@ -25,6 +25,9 @@ def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weigh
     beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
     if isinstance(beam, int) and beam < 1:
         raise _refused("beam", f"--beam {beam}: expected at least 1 hypothesis per step")
+    if isinstance(beam, int) and vocabulary is not None and beam > vocabulary - 1:  # fairseq cuts it silently
+        raise _refused("beam", f"--beam {beam}: expected at most {vocabulary - 1} hypotheses per step (the target "
+                               f"dictionary's size, {vocabulary}, less one: fairseq would search with that many)")
     if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
         raise _refused("nbest", f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
     for name in ("lenpen", "unkpen", "diversity_rate", "diverse_beam_strength", "lm_weight"):

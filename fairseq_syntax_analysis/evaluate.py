@@ -26,13 +26,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from fairseq_syntax_core.errors import InputError, UsageError
+from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.argtypes import Once, refuse_repeats
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
     check_outside, content_sha256, read_lines
 
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
-from .hypotheses import MAX_LINE_CHARS, is_generate_output, read_translations
+from .hypotheses import MAX_LINE_CHARS, decoding_of, is_generate_output, read_translations
 from .rendering import legend, one_line, plot_text
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED, METRICS, corpus_score, make_metric, paired_bootstrap, \
     sentence_statistics, signature
@@ -343,8 +344,15 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     origin = profile.origin if profile is not None else ""
     systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references, sources, origin))
                for n, p in specs]
+    decoded = {n: decoding_of(p) for n, p in specs}  # what each log says it decoded (this plugin's logs)
+    if args.data_bin:
+        for n, p in specs:
+            check_decoded_data_bin(decoded[n], p, args.data_bin, profile.perturbation)
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
+    for entry in report["systems"]:
+        if decoded.get(entry["name"]) is not None:
+            entry["decoded"] = decoded[entry["name"]]
     report["reference"] = args.reference
     report["reference_sha256"] = content_sha256([args.reference])  # which test set, however its path was typed
     if profile is not None and profile.perturbation is not None:  # report noise checks its points' p against it
@@ -364,6 +372,19 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if path:
             print(f"wrote {one_line(path)}", file=sys.stderr)
     return 0
+
+
+def check_decoded_data_bin(record: Optional[Dict], log: str, data_bin: str, perturbation) -> None:
+    """The parse perturbation of the data-bin a log was decoded on (its ``fairseq-syntax-decoded`` line) must be
+    that of ``--data-bin``: perturbing changes only the parses, so the S- lines would match either way."""
+    if record is None:
+        return
+    decoded = bk.recorded_perturbation({"perturbation": record.get("perturbation")}, log)
+    if decoded != perturbation:
+        shown = quoted(record.get("data_bin"), 80)
+        raise InputError(log, None, f"was decoded on the data-bin {shown}, its parses perturbed with p = {decoded} "
+                         f"(its fairseq-syntax-decoded line); --data-bin {one_line(data_bin)} is perturbed with p = "
+                         f"{perturbation}: give the data-bin it decoded")
 
 
 if __name__ == "__main__":

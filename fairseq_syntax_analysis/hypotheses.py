@@ -197,6 +197,25 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
     return lines
 
 
+def decoding_of(path: str) -> Optional[Dict]:
+    """What a ``fairseq-generate`` log says it decoded: its last ``fairseq-syntax-decoded`` line
+    (:mod:`fairseq_syntax_core.decoding_record`, within the last 1 MiB), or None (plain text, older logs)."""
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - (1 << 20)))
+        tail = handle.read().decode("utf-8", errors="replace").splitlines()
+    for line in reversed(tail):
+        if line.startswith(MARK + "\t"):
+            record = parse_line(line)
+            if record is None:
+                raise TranslationFileError(path, None, f"its {MARK} line is not what fairseq-generate writes "
+                                           "(edited?)")
+            return record
+    return None
+
+
 def _ends_a_line(path: str) -> bool:
     """Whether the file's last byte is a line end."""
     with open(path, "rb") as handle:

@@ -72,6 +72,8 @@ def _check_result(data: Dict, path: str) -> None:
                       f"{counts['max_update']}")
     if not isinstance(data.get("tests"), dict) or not data["tests"]:
         raise damaged("'tests' must hold at least one test set")
+    if "training_data" in data and not isinstance(data["training_data"], dict):
+        raise damaged("'training_data' must be an object (what the run's checkpoint records of its data)")
     for name, test in data["tests"].items():
         problem = test_problem(name, test)
         if problem is not None:
@@ -140,6 +142,12 @@ SAME_SYSTEM_KEYS = ("arch", "flags", "max_update")
 
 def _check_same_system(result: Dict, first: Dict) -> None:
     """``result`` trains the system of ``first``, the first result of its model: else InputError naming both."""
+    trained = result.get("training_data"), first.get("training_data")
+    if all(isinstance(t, dict) for t in trained) and trained[0] != trained[1]:
+        differ = sorted(k for k in set(trained[0]) | set(trained[1]) if trained[0].get(k) != trained[1].get(k))
+        raise InputError(result["_path"], None, f"is {quoted(result['model'])} seed {result['seed']} trained on other "
+                         f"data than {quoted(first['_path'])} (their checkpoints' {', '.join(map(quoted, differ))[:200]} "
+                         "differ): the seeds of a row must be one system (name another model, e.g. a tag: MODEL.TAG)")
     for key in SAME_SYSTEM_KEYS:
         if result.get(key) != first.get(key):
             raise InputError(result["_path"], None, f"is {quoted(result['model'])} seed {result['seed']} with {key} "

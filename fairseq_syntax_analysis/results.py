@@ -29,6 +29,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.argtypes import refuse_repeats
+from fairseq_syntax_core.decoding_record import IDENTITY_KEYS, run_identity, training_data  # noqa: F401
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
@@ -67,6 +68,7 @@ def checkpoint_facts(save_dir: str) -> Dict:
                                  f"{quoted(value, 40)}, not a count (edited?)")
         facts[f"{which}_epoch"] = epoch_of(iterator)
         facts[f"{which}_identity"] = run_identity(state)
+        facts[f"{which}_training_data"] = training_data(state)
         if which == "best":
             best = extra.get("best", extra.get("val_loss"))
             if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))
@@ -85,27 +87,7 @@ def checkpoint_facts(save_dir: str) -> Dict:
     return facts
 
 
-#: what a checkpoint records of its run, and which of it a resumed run keeps (a later cap may be raised)
-IDENTITY_KEYS = {"arch": ("model",), "seed": ("common",), "save_dir": ("checkpoint",), "data": ("task",),
-                 "max_update": ("optimization",)}
 SAME_RUN_KEYS = ("arch", "seed", "save_dir", "data")
-
-
-def run_identity(state: Dict) -> Dict[str, object]:
-    """What a checkpoint's settings (``cfg``, or 0.9-style ``args``) record of its run: architecture, seed, save
-    folder, data-bin and update cap, where they do (paths normalized as written, not resolved)."""
-    cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
-    args = state.get("args")
-    found: Dict[str, object] = {}
-    for key, sections in IDENTITY_KEYS.items():
-        for source in [cfg.get(s) for s in sections] + [cfg.get("model"), args]:
-            settings = vars(source) if hasattr(source, "__dict__") and not isinstance(source, dict) else source
-            value = settings.get(key, settings.get("_name") if key == "arch" else None) \
-                if isinstance(settings, dict) else None
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
-                found[key] = os.path.normpath(value) if key in ("save_dir", "data") and value else value
-                break
-    return found
 
 
 def _shown(identity: Dict[str, object]) -> str:
@@ -194,7 +176,9 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
         }
         if isinstance(ev.get("reference_sha256"), str):  # which references, however their path was typed
             tests[name]["reference_sha256"] = ev["reference_sha256"]
+    trained_on = {"training_data": facts["last_training_data"]} if facts.get("last_training_data") else {}
     return {
+        **trained_on,
         "format": FORMAT, "model": model, "arch": arch, "seed": seed, "flags": flags,
         "max_update": max_update, "updates": updates, "epochs": facts["last_epoch"],
         "best_epoch": facts["best_epoch"], "best_updates": facts["best_updates"],
@@ -338,13 +322,24 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{PROG}: warning: --eval {one_line(name)[:40]}: {one_line(path)} scores the reference "
                       f"{quoted(reference, 80)}, whose name is not the test set's: is it that test set?", file=sys.stderr)
         checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
-        check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints, "--out")
+        check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints
+                          + ([args.train_log] if args.train_log else []), "--out")
         facts = checkpoint_facts(args.save_dir)
         arch = args.arch or args.model.split(".")[0]  # a model name is its architecture and a tag
         problem = identity_problem(facts, arch, args.seed, args.max_update)
         if problem is not None:
             raise InputError(checkpoints[0], None, problem)
         for test, ev in evaluations.items():
+            record = ev["systems"][0].get("decoded")
+            read = record.get("checkpoints") if isinstance(record, dict) else None
+            for decoded in read if isinstance(read, list) else []:
+                differ = _differing(decoded, facts["last_identity"], ("arch", "seed", "save_dir")) \
+                    if isinstance(decoded, dict) else []
+                if differ:  # the log's own record of the checkpoints that made the translations
+                    raise InputError(eval_paths[test], None, f"evaluates translations a checkpoint of the run "
+                                     f"{_shown({k: decoded[k] for k in differ})} made (its generate log says so), not "
+                                     f"one of {one_line(args.save_dir)} ({_shown({k: facts['last_identity'][k] for k in differ})})"
+                                     ": another run's translations?")
             system = ev["systems"][0].get("name")
             if system != f"{args.model}.seed{args.seed}":  # a name without its seed could be any seed's
                 raise InputError(eval_paths[test], None,

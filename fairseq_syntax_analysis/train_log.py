@@ -154,7 +154,7 @@ def training_seconds(path: str) -> Optional[float]:
 
 def logged_run(path: str) -> Dict[str, object]:
     """The architecture, seed and save folder in the settings line of the last fairseq-train invocation ``path``
-    logs (the run a resumed log ends with), as :func:`fairseq_syntax_analysis.results.run_identity` reads them from
+    logs (the run a resumed log ends with), as :func:`fairseq_syntax_core.decoding_record.run_identity` reads them from
     a checkpoint; empty when no settings line is logged."""
     found: Dict[str, object] = {}
     try:

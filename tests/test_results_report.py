@@ -532,6 +532,26 @@ def test_record_refuses_one_reference_reached_under_two_names_and_keeps_its_dige
     assert recorded["tests"]["test_2016_flickr"]["reference_sha256"] == digest
 
 
+def test_record_refuses_translations_its_generate_log_says_another_runs_checkpoint_made(tmp_path, capsys):
+    assert _record_run(tmp_path) == 0
+    capsys.readouterr()
+    data = json.loads((tmp_path / "ev.json").read_text(encoding="utf-8"))
+    own = {"arch": "transformer_dep_rel", "seed": 1, "save_dir": "/tmp/tmp.VGhNdM64SS/transformer_dep_rel"}
+    argv = ["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", "60", "--save-dir",
+            str(tmp_path / "ck"), "--eval", f"t={tmp_path / 'ev.json'}", "--out", str(tmp_path / "r2.json"),
+            "--commit", "x"]
+    for other, ok in (({}, True), ({"seed": 2}, False), ({"save_dir": "runs/other/transformer_dep_rel.seed1"}, False),
+                      ({"arch": "transformer"}, False)):
+        data["systems"][0]["decoded"] = {"checkpoints": [dict(own, **other, updates=60)], "perturbation": None}
+        (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
+        assert rs.cli_main(argv) == (0 if ok else 1)
+        err = capsys.readouterr().err
+        assert ok or "evaluates translations a checkpoint of the run" in err, err
+    data["systems"][0]["decoded"] = ["not", "a", "record"]  # an edited evaluation: nothing to compare, no traceback
+    (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
+    assert rs.cli_main(argv) == 0
+
+
 def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):
     assert _record_run(tmp_path) == 0, capsys.readouterr().err
     result = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ import pytest
 from fairseq_syntax_analysis import results as rs
 
 from .conftest import call, tool
-from .helpers import _folder, crafted_checkpoint, fake_result, one_line_error
+from .helpers import _evaluation, _folder, crafted_checkpoint, fake_result, one_line_error
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "release_0_2")
 DATA = os.path.join(FIXTURE, "data-bin")
@@ -163,6 +163,16 @@ def _train_refused(work, flags, words):
      "--warmup-init-lr -3: expected a rate >= 0, or -1"),
     (["--eval-bleu", "--eval-bleu-remove-bpe", "sentencepiece"],
      "--eval-bleu-remove-bpe sentencepiece: the data-bin's text was segmented by subword-nmt"),
+    (["--amp"], "--amp: mixed precision needs a CUDA GPU"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "0.5"],
+     "--end-learning-rate 0.5: expected at most the peak rate, --lr 0.001"),
+    (["--lr-scheduler", "cosine", "--min-lr", "0.5"], "--min-lr 0.5: expected at most the peak rate"),
+    (["--required-seq-len-multiple", "0"], "--required-seq-len-multiple 0: expected a number of tokens >= 1"),
+    (["--store-ema", "--ema-update-freq", "0"], "--ema-update-freq 0: expected a count >= 1"),
+    (["--store-ema", "--ema-start-update", "-5"], "--ema-start-update -5: expected a count >= 0"),
+    (["--store-ema", "--ema-seed-model", "data-bin/dict.en.txt"],
+     "--ema-seed-model data-bin/dict.en.txt: it cannot be read as a fairseq checkpoint"),
+    (["--store-ema", "--ema-seed-model", CHECKPOINT], "holds no EMA weights (extra_state.ema)"),
 ])
 def test_train_settings_fairseq_misreads_are_refused_before_the_save_dir_is_made(work, flags, words):
     _train_refused(work, flags, words)
@@ -184,10 +194,15 @@ def test_a_restore_file_is_looked_for_under_the_name_fairseq_opens_with_a_suffix
     ("fairseq-validate", ["--max-valid-steps", "1"], "--max-valid-steps 1: fairseq-validate does not read it"),
     ("fairseq-validate", ["--max-tokens-valid", "0"], "--max-tokens-valid 0: fairseq-validate does not read it"),
     ("fairseq-validate", ["--batch-size-valid", "3"], "--batch-size-valid 3: fairseq-validate does not read it"),
+    ("fairseq-validate", ["--results-path", "x"], "--results-path x: only fairseq-generate writes a results file"),
+    ("fairseq-interactive", ["--results-path", "x"], "--results-path x: only fairseq-generate writes a results file"),
+    ("fairseq-generate", ["--beam", "1000"], "--beam 1000: expected at most 159 hypotheses per step"),
+    ("fairseq-interactive", ["--beam", "500"], "--beam 500: expected at most 159 hypotheses per step"),
+    ("fairseq-generate", ["--required-seq-len-multiple", "0"], "--required-seq-len-multiple 0: expected a number"),
 ])
 def test_decoding_settings_fairseq_misreads_are_refused(work, command, flags, words):
     split = {"fairseq-generate": ["--gen-subset", "test"], "fairseq-validate": ["--valid-subset", "test"],
-             "fairseq-interactive": ["--source-lang", "en", "--target-lang", "fr"]}[command]
+             "fairseq-interactive": ["--source-lang", "en", "--target-lang", "fr", "--buffer-size", "4"]}[command]
     result = call([tool(command), "data-bin", *TASK, *split, "--batch-size", "4", *flags], cwd=work,
                   stdin="a man .\n", expect_ok=False)
     last = one_line_error(result, command)
@@ -199,3 +214,125 @@ def test_the_data_bins_own_way_of_joining_pieces_decodes(work):
         result = call([tool("fairseq-generate"), "data-bin", *TASK, "--gen-subset", "test", "--batch-size", "8",
                        "--beam", "1", "--max-len-b", "3", *flags], cwd=work)
         assert sum(line.startswith("H-") for line in result.stdout.splitlines()) == 20
+
+
+# ------------------------------------------------------------------ the hub loads folders only (eighteenth)
+def test_the_hub_refuses_an_archive_and_leaves_it_whole(tmp_path):
+    import tarfile
+
+    from fairseq_syntax_core.errors import UsageError
+
+    (tmp_path / "evil.txt").write_text("pwned\n")
+    archive = tmp_path / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(CHECKPOINT, arcname="m/model.pt")
+        tar.add(tmp_path / "evil.txt", arcname="m/../../escaped.txt")
+    before = archive.read_bytes()
+    with pytest.raises(UsageError, match=r"model_name_or_path .*: expected a folder .*opens no archives"):
+        _hub(archive)
+    with pytest.raises(UsageError, match=r"data_name_or_path .*: expected a folder"):
+        from fairseq.models import ARCH_MODEL_REGISTRY
+
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+            os.path.dirname(CHECKPOINT), checkpoint_file="transformer_dep_rel.pt", data_name_or_path=str(archive))
+    assert archive.is_file() and archive.read_bytes() == before
+    assert not (tmp_path.parent / "escaped.txt").exists()
+
+
+def test_the_hub_downloads_no_named_archive():
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_syntax_core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"model_name_or_path 'transformer\.wmt16\.en-de': expected a folder"):
+        ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained("transformer.wmt16.en-de")
+
+
+def test_the_callers_nested_generation_settings_are_named_as_the_callers(tmp_path):
+    from fairseq_syntax_core.errors import CheckpointError, UsageError
+
+    shutil.copy(CHECKPOINT, tmp_path / "model.pt")
+    with pytest.raises(UsageError, match=r"--beam -3: expected at least 1") as refused:
+        _hub(tmp_path, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"),
+             generation_args={"beam": -3})
+    assert not isinstance(refused.value, CheckpointError)
+    with pytest.raises(UsageError, match="is_vocoder: the syntax models translate text"):
+        _hub(tmp_path, is_vocoder=True)
+
+
+def test_record_refuses_to_write_over_the_train_log_it_reads(tmp_path, capsys):
+    (tmp_path / "ck").mkdir()
+    _evaluation(tmp_path / "ev.json")
+    log = tmp_path / "train.log"
+    log.write_text("LOG\n")
+    assert rs.cli_main(["record", "--model", "m", "--seed", "1", "--max-update", "3", "--save-dir",
+                        str(tmp_path / "ck"), "--eval", f"t={tmp_path / 'ev.json'}", "--train-log", str(log),
+                        "--out", str(log)]) == 1
+    assert "--out" in capsys.readouterr().err and log.read_text() == "LOG\n"
+
+
+# ------------------------------------------------------------------ what a generate log says it decoded
+def _decode(work, data_bin="data-bin"):
+    call([tool("fairseq-generate"), data_bin, *TASK, "--gen-subset", "test", "--beam", "1", "--batch-size", "8",
+          "--max-len-b", "5", "--results-path", "res"], cwd=work)
+    return work / "res" / "generate-test.txt"
+
+
+def test_a_generate_log_ends_with_what_it_decoded(work):
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    last = _decode(work).read_text(encoding="utf-8").splitlines()[-1]
+    assert last.startswith(MARK + "\t"), last
+    record = parse_line(last)
+    assert record["data_bin"] == "data-bin" and record["perturbation"] is None
+    (checkpoint,) = record["checkpoints"]
+    assert checkpoint["arch"] == "transformer_dep_rel" and checkpoint["seed"] == 1 and checkpoint["updates"] == 60
+
+
+def test_evaluate_refuses_a_data_bin_perturbed_otherwise_than_the_one_decoded(work):
+    log = _decode(work)
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "p05", "--p", "0.5", "--seed", "1"], cwd=work)
+    references = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("T-")]
+    (work / "ref.fr").write_text("".join(line.split("\t")[1].replace("@@ ", "") + "\n" for line in
+                                         sorted(references, key=lambda t: int(t.split("\t")[0][2:]))))
+    argv = [tool("fairseq-syntax-evaluate"), "--reference", "ref.fr", "--baseline",
+            "transformer_dep_rel.seed1=res/generate-test.txt", "--target-lang", "fr", "--split", "test", "--quiet",
+            "--no-detokenize"]
+    result = call(argv + ["--data-bin", "p05"], cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-syntax-evaluate", "generate-test.txt: was decoded on the data-bin 'data-bin', its "
+                   "parses perturbed with p = 0.0", "--data-bin p05 is perturbed with p = 0.5")
+    call(argv + ["--data-bin", "data-bin", "--json", "ev.json", "--statistics"], cwd=work)
+    decoded = json.loads((work / "ev.json").read_text(encoding="utf-8"))["systems"][0]["decoded"]
+    assert decoded["checkpoints"][0]["arch"] == "transformer_dep_rel"
+
+
+def test_a_table_refuses_seeds_of_one_model_trained_on_other_data(tmp_path, capsys):
+    hyps = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
+    clean = {"dictionaries_sha256": {"dict.en.txt": "a" * 64}, "bpe_codes_sha256": "b" * 64, "perturbation": None}
+    one, two = fake_result("transformer_dep_rel", 1, hyps), fake_result("transformer_dep_rel", 2, hyps)
+    one["training_data"] = clean
+    two["training_data"] = dict(clean, perturbation={"p": 0.5, "seed": 1})
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, two])), "--baseline", "transformer_dep_rel"]) == 1
+    err = capsys.readouterr().err
+    assert "trained on other data than" in err and "'perturbation'" in err and len(err.strip().splitlines()) == 1
+    two["training_data"] = clean
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, two], "same")), "--baseline", "transformer_dep_rel"]) == 0
+
+
+def test_record_keeps_what_the_runs_checkpoint_says_it_trained_on(tmp_path):
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+    from fairseq_syntax_core.decoding_record import training_data
+
+    recorded = training_data(load_fairseq_checkpoint(CHECKPOINT))
+    assert set(recorded) == {"dictionaries_sha256", "bpe_codes_sha256", "perturbation"}
+    assert "dict.en.txt" in recorded["dictionaries_sha256"] and len(recorded["bpe_codes_sha256"]) == 64
+
+
+def test_a_checkpoint_records_the_perturbation_of_the_data_it_trained_on(work):
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+    from fairseq_syntax_core.decoding_record import training_data
+
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "p05", "--p", "0.5", "--seed", "1"], cwd=work)
+    call([tool("fairseq-train"), "p05", *TINY_TRAIN[1:], "--no-epoch-checkpoints"], cwd=work)
+    recorded = training_data(load_fairseq_checkpoint(str(work / "ck" / "checkpoint_last.pt")))
+    assert recorded["perturbation"]["p"] == 0.5

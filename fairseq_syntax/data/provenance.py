@@ -34,6 +34,7 @@ import re
 from typing import Dict, List, Optional
 
 from fairseq_syntax_core.databin import CODES_FILE
+from fairseq_syntax_core.decoding_record import PROVENANCE_ARG
 from fairseq_syntax_core.oneline import one_line, shortened
 from fairseq_syntax_core.shards import id_files
 
@@ -41,7 +42,9 @@ __all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_file
            "restored_checkpoint", "encode", "decode", "dictionary_ids_sha256", "applied_codes_difference"]
 
 #: the name under which a checkpoint's model args (and task state) hold the provenance (a JSON string)
-ARG = "syntax_provenance"
+ARG = PROVENANCE_ARG
+#: the data-bin's parse perturbation record (fairseq-syntax-perturb; None when clean): which parses it trained on
+PERTURBATION = "perturbation"
 #: ``bpe_codes_sha256`` of a data-bin of whole words (no BPE)
 NO_BPE = "none"
 #: {file name: SHA-256 of its ids} of the data-bin's dictionaries (text, and each symbol stream's, both
@@ -89,6 +92,7 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
         # where the phrase structure came from (imported brackets or the dependency conversion)
         "phrase_structure": (metadata.get("phrase_structure") or {}).get("source"),
         DICTIONARIES: dictionary_hashes(data_path, metadata),
+        PERTURBATION: metadata.get(PERTURBATION) if isinstance(metadata.get(PERTURBATION), dict) else None,
     }
 
 
@@ -139,6 +143,8 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
         decoded[MALFORMED] = "bpe_codes_sha256"
     if isinstance(hashes, dict):
         decoded[DICTIONARIES] = dict(hashes)
+    if isinstance(data.get(PERTURBATION), dict):
+        decoded[PERTURBATION] = data[PERTURBATION]
     direction = data.get(DIRECTION)
     if isinstance(direction, list) and len(direction) == 2 and all(isinstance(x, str) for x in direction):
         decoded[DIRECTION] = list(direction)

@@ -1,0 +1,117 @@
+"""What a fairseq-generate log says it decoded: the line ``fairseq-syntax-decoded<TAB>{JSON}`` that the plugin
+writes after fairseq's own output (``fairseq_syntax.results_file``).
+
+The JSON holds, for each checkpoint read (``--path a.pt:b.pt``), what its settings record of its run
+(:func:`run_identity`: architecture, seed, save folder, data-bin, update cap) and its update count, and, of the
+data-bin decoded, its folder and the parse perturbation its ``syntax.json`` records (``fairseq-syntax-perturb``;
+None when clean). ``fairseq-syntax-evaluate`` copies the record into its JSON and refuses a ``--data-bin`` of
+another perturbation; ``fairseq-syntax-report record`` refuses translations another run's checkpoint made. Logs
+of earlier releases, or of fairseq without the plugin, have no such line: nothing is compared.
+"""
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+#: the first field of the line
+MARK = "fairseq-syntax-decoded"
+
+#: what a checkpoint records of its run, and which of it a resumed run keeps (a later cap may be raised)
+IDENTITY_KEYS = {"arch": ("model",), "seed": ("common",), "save_dir": ("checkpoint",), "data": ("task",),
+                 "max_update": ("optimization",)}
+
+#: where a checkpoint's model settings (and task state) hold the provenance of its training data, a JSON string
+#: (:mod:`fairseq_syntax.data.provenance`)
+PROVENANCE_ARG = "syntax_provenance"
+#: what of that provenance says which data a run trained on (the same for every seed of one system)
+TRAINING_DATA_KEYS = ("dictionaries_sha256", "bpe_codes_sha256", "perturbation")
+
+#: the identities of the checkpoints this process read (fairseq's checkpoint reads note them)
+read_identities: List[Dict[str, object]] = []
+
+
+def _plain(value: Any) -> Any:
+    """An OmegaConf section as a dict (fairseq's loader returns them), anything else as it is."""
+    if value is not None and type(value).__name__ == "DictConfig":
+        from omegaconf import OmegaConf
+
+        try:
+            return OmegaConf.to_container(value, resolve=False)
+        except Exception:  # noqa: BLE001 - an unreadable section records nothing
+            return None
+    return value
+
+
+def run_identity(state: Dict) -> Dict[str, object]:
+    """What a checkpoint's settings (``cfg``, or 0.9-style ``args``) record of its run: architecture, seed, save
+    folder, data-bin and update cap, where they do (paths normalized as written, not resolved)."""
+    cfg = _plain(state.get("cfg"))
+    cfg = cfg if isinstance(cfg, dict) else {}
+    args = state.get("args")
+    found: Dict[str, object] = {}
+    for key, sections in IDENTITY_KEYS.items():
+        for source in [cfg.get(s) for s in sections] + [cfg.get("model"), args]:
+            settings = vars(source) if hasattr(source, "__dict__") and not isinstance(source, dict) else source
+            value = settings.get(key, settings.get("_name") if key == "arch" else None) \
+                if isinstance(settings, dict) else None
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                found[key] = os.path.normpath(value) if key in ("save_dir", "data") and value else value
+                break
+    return found
+
+
+def training_data(state: Dict) -> Optional[Dict[str, object]]:
+    """The data a checkpoint's run trained on, as its stored provenance records it: the dictionaries' and BPE
+    codes' digests and the parse perturbation of the data-bin (None: a checkpoint recording none)."""
+    cfg = _plain(state.get("cfg"))
+    model = (cfg.get("model") if isinstance(cfg, dict) else None) or state.get("args")
+    task_state = state.get("task_state")
+    for stored in (model.get(PROVENANCE_ARG) if isinstance(model, dict) else getattr(model, PROVENANCE_ARG, None),
+                   task_state.get(PROVENANCE_ARG) if isinstance(task_state, dict) else None):
+        try:
+            data = json.loads(stored) if isinstance(stored, str) else None
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, dict):
+            return {key: data.get(key) for key in TRAINING_DATA_KEYS}
+    return None
+
+
+def note_read(state: Any) -> None:
+    """Note the run identity and update count of a checkpoint fairseq has just read."""
+    if not isinstance(state, dict):
+        return
+    identity = run_identity(state)
+    history = state.get("optimizer_history")
+    updates = history[-1].get("num_updates") if isinstance(history, list) and history and \
+        isinstance(history[-1], dict) else None
+    if isinstance(updates, int) and not isinstance(updates, bool):
+        identity["updates"] = updates
+    read_identities.append(identity)
+
+
+def record_line(data_bin: Optional[str], perturbation: Any) -> str:
+    """The line of one decoding: the checkpoints read since :func:`start`, the data-bin and its perturbation."""
+    record = {"checkpoints": list(read_identities), "data_bin": os.path.normpath(data_bin) if data_bin else None,
+              "perturbation": perturbation}
+    return f"{MARK}\t{json.dumps(record, sort_keys=True)}"
+
+
+def start() -> None:
+    """Forget the checkpoints read before this decoding."""
+    read_identities.clear()
+
+
+def parse_line(line: str) -> Optional[Dict]:
+    """The record of a ``fairseq-syntax-decoded`` line, or None when the line is not one or not well formed."""
+    mark, sep, text = line.rstrip("\n").partition("\t")
+    if mark != MARK or not sep:
+        return None
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("checkpoints"), list) \
+            or not all(isinstance(c, dict) for c in record["checkpoints"]):
+        return None
+    return record
