@@ -134,7 +134,7 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
         try:
             state = original(path, arg_overrides, load_on_all_ranks)
             checkpoint_loader.last_read = os.fspath(path)  # names the file if its weights do not fit
-            decoding_record.note_read(state)  # the run it belongs to, which fairseq-generate's log names
+            decoding_record.note_read(path, state)  # the run it belongs to, which fairseq-generate's log names
             state = checkpoint_loader.drop_file_settings(state)  # pretrained-embedding files: never opened
             return caller_only_settings(state, arg_overrides)  # its stored --allow-other-data-bin: not obeyed
         except READ_ERRORS as error:

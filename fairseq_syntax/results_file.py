@@ -56,7 +56,8 @@ def decoded_line(cfg) -> Optional[str]:
         perturbation = read_metadata(os.path.join(folder, METADATA_FILE)).get("perturbation")
     except UserError:
         perturbation = None
-    return decoding_record.record_line(folder, perturbation)
+    paths = getattr(getattr(cfg, "common_eval", None), "path", None)
+    return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None)
 
 
 def discard_results(output_file) -> Optional[str]:

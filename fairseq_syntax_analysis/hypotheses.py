@@ -190,7 +190,7 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
     """
     lines = read_lines(path, "translation file", MAX_LINE_CHARS)
     if is_generate_output(lines):
-        if lines and _GENERATE_LINE.match(lines[-1]) and not _ends_a_line(path):  # fairseq ends every line
+        if lines and not _ends_a_line(path):  # fairseq-generate (and the plugin's last line) end every line
             raise TranslationFileError(path, len(lines), "its last line ends without a newline: the file was cut "
                                        "in the middle of a line (an interrupted fairseq-generate, or a truncated copy)")
         return from_generate_output(lines, path, lang, detokenize, references, sources, origin)
@@ -206,14 +206,16 @@ def decoding_of(path: str) -> Optional[Dict]:
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - (1 << 20)))
         tail = handle.read().decode("utf-8", errors="replace").splitlines()
-    for line in reversed(tail):
-        if line.startswith(MARK + "\t"):
-            record = parse_line(line)
-            if record is None:
-                raise TranslationFileError(path, None, f"its {MARK} line is not what fairseq-generate writes "
-                                           "(edited?)")
-            return record
-    return None
+    marked = [line for line in tail if line.startswith(MARK)]
+    if len(marked) > 1:
+        raise TranslationFileError(path, None, f"holds {len(marked)} {MARK} lines: two fairseq-generate runs in one "
+                                   "file, or an edited one?")
+    if not marked:
+        return None
+    record = parse_line(marked[0])
+    if record is None:
+        raise TranslationFileError(path, None, f"its {MARK} line is not what fairseq-generate writes (edited?)")
+    return record
 
 
 def _ends_a_line(path: str) -> bool:

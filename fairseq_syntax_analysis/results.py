@@ -90,6 +90,19 @@ def checkpoint_facts(save_dir: str) -> Dict:
 SAME_RUN_KEYS = ("arch", "seed", "save_dir", "data")
 
 
+def _decoded_differs(decoded: Dict, facts: Dict) -> List[str]:
+    """What of a checkpoint a generate log says it decoded with is not of the run of ``facts``: its run identity
+    (:data:`SAME_RUN_KEYS`), its training data, or more updates than the run's last checkpoint has."""
+    differ = _differing(decoded, facts["last_identity"], SAME_RUN_KEYS)
+    trained, ours = decoded.get("training_data"), facts.get("last_training_data")
+    if isinstance(trained, dict) and isinstance(ours, dict) and trained != ours:
+        differ.append("training_data")
+    updates = decoded.get("updates")
+    if isinstance(updates, int) and not isinstance(updates, bool) and updates > facts["last_updates"]:
+        differ.append(f"updates ({updates}, the last checkpoint: {facts['last_updates']})")
+    return differ
+
+
 def _shown(identity: Dict[str, object]) -> str:
     return ", ".join(f"{k} {quoted(v, 60)}" for k, v in sorted(identity.items())) or "no arch or seed recorded"
 
@@ -333,13 +346,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             record = ev["systems"][0].get("decoded")
             read = record.get("checkpoints") if isinstance(record, dict) else None
             for decoded in read if isinstance(read, list) else []:
-                differ = _differing(decoded, facts["last_identity"], ("arch", "seed", "save_dir")) \
-                    if isinstance(decoded, dict) else []
+                differ = _decoded_differs(decoded, facts) if isinstance(decoded, dict) else []
                 if differ:  # the log's own record of the checkpoints that made the translations
-                    raise InputError(eval_paths[test], None, f"evaluates translations a checkpoint of the run "
-                                     f"{_shown({k: decoded[k] for k in differ})} made (its generate log says so), not "
-                                     f"one of {one_line(args.save_dir)} ({_shown({k: facts['last_identity'][k] for k in differ})})"
-                                     ": another run's translations?")
+                    raise InputError(eval_paths[test], None, f"evaluates translations a checkpoint of another run "
+                                     f"made (its generate log records {', '.join(differ)} other than those of "
+                                     f"{one_line(args.save_dir)}'s checkpoints): another run's translations?")
             system = ev["systems"][0].get("name")
             if system != f"{args.model}.seed{args.seed}":  # a name without its seed could be any seed's
                 raise InputError(eval_paths[test], None,

@@ -77,11 +77,13 @@ def training_data(state: Dict) -> Optional[Dict[str, object]]:
     return None
 
 
-def note_read(state: Any) -> None:
-    """Note the run identity and update count of a checkpoint fairseq has just read."""
+def note_read(path: Any, state: Any) -> None:
+    """Note the run identity, update count and training data of the checkpoint at ``path`` fairseq has just read."""
     if not isinstance(state, dict):
         return
     identity = run_identity(state)
+    identity["checkpoint"] = os.path.normpath(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
+    identity["training_data"] = training_data(state)
     history = state.get("optimizer_history")
     updates = history[-1].get("num_updates") if isinstance(history, list) and history and \
         isinstance(history[-1], dict) else None
@@ -90,9 +92,12 @@ def note_read(state: Any) -> None:
     read_identities.append(identity)
 
 
-def record_line(data_bin: Optional[str], perturbation: Any) -> str:
-    """The line of one decoding: the checkpoints read since :func:`start`, the data-bin and its perturbation."""
-    record = {"checkpoints": list(read_identities), "data_bin": os.path.normpath(data_bin) if data_bin else None,
+def record_line(data_bin: Optional[str], perturbation: Any, paths: Optional[List[str]] = None) -> str:
+    """The line of one decoding: the checkpoints read since :func:`start` (those at ``paths`` when given: the
+    model's, not a language model's), the data-bin and its perturbation."""
+    wanted = {os.path.normpath(p) for p in paths} if paths else None
+    checkpoints = [c for c in read_identities if wanted is None or c.get("checkpoint") in wanted]
+    record = {"checkpoints": checkpoints, "data_bin": os.path.normpath(data_bin) if data_bin else None,
               "perturbation": perturbation}
     return f"{MARK}\t{json.dumps(record, sort_keys=True)}"
 

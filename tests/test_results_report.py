@@ -541,12 +541,13 @@ def test_record_refuses_translations_its_generate_log_says_another_runs_checkpoi
             str(tmp_path / "ck"), "--eval", f"t={tmp_path / 'ev.json'}", "--out", str(tmp_path / "r2.json"),
             "--commit", "x"]
     for other, ok in (({}, True), ({"seed": 2}, False), ({"save_dir": "runs/other/transformer_dep_rel.seed1"}, False),
-                      ({"arch": "transformer"}, False)):
-        data["systems"][0]["decoded"] = {"checkpoints": [dict(own, **other, updates=60)], "perturbation": None}
+                      ({"arch": "transformer"}, False), ({"updates": 61}, False), ({"data": "other/data-bin"}, False),
+                      ({"training_data": {"bpe_codes_sha256": "0" * 64}}, False)):
+        data["systems"][0]["decoded"] = {"checkpoints": [dict(dict(own, updates=60), **other)], "perturbation": None}
         (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
         assert rs.cli_main(argv) == (0 if ok else 1)
         err = capsys.readouterr().err
-        assert ok or "evaluates translations a checkpoint of the run" in err, err
+        assert ok or "evaluates translations a checkpoint of another run made" in err, err
     data["systems"][0]["decoded"] = ["not", "a", "record"]  # an edited evaluation: nothing to compare, no traceback
     (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
     assert rs.cli_main(argv) == 0

@@ -336,3 +336,39 @@ def test_a_checkpoint_records_the_perturbation_of_the_data_it_trained_on(work):
     call([tool("fairseq-train"), "p05", *TINY_TRAIN[1:], "--no-epoch-checkpoints"], cwd=work)
     recorded = training_data(load_fairseq_checkpoint(str(work / "ck" / "checkpoint_last.pt")))
     assert recorded["perturbation"]["p"] == 0.5
+
+
+# ------------------------------------------------------------------ nineteenth pass
+@pytest.mark.parametrize("segmenter", ["bytes", "characters"])
+def test_the_hub_refuses_a_segmenter_fairseq_stores_as_a_bare_name(tmp_path, segmenter):
+    from fairseq_syntax_core.errors import UsageError
+
+    shutil.copy(CHECKPOINT, tmp_path / "model.pt")
+    with pytest.raises(UsageError, match=f"--bpe {segmenter}: the data-bin's text was segmented by subword-nmt"):
+        _hub(tmp_path, tokenizer="moses", bpe=segmenter)
+
+
+def test_a_generate_log_cut_inside_its_decoded_line_is_refused(work):
+    from fairseq_syntax_analysis.hypotheses import TranslationFileError, decoding_of, read_translations
+
+    log = _decode(work)
+    whole = log.read_text(encoding="utf-8")
+    cut = work / "cut.txt"
+    cut.write_text(whole[:whole.rindex("\t")], encoding="utf-8")  # the mark, without its record or newline
+    with pytest.raises(TranslationFileError, match=r"cut\.txt:\d+: its last line ends without a newline"):
+        read_translations(str(cut))
+    twice = work / "twice.txt"
+    twice.write_text(whole + whole.splitlines(keepends=True)[-1], encoding="utf-8")
+    with pytest.raises(TranslationFileError, match="holds 2 fairseq-syntax-decoded lines"):
+        decoding_of(str(twice))
+
+
+def test_the_decoded_line_names_the_models_checkpoints_only(tmp_path):
+    from fairseq_syntax_core import decoding_record
+
+    decoding_record.start()
+    decoding_record.note_read("ck/model.pt", {"cfg": {"model": {"arch": "transformer_dep_rel"}}})
+    decoding_record.note_read("lm/lm.pt", {"cfg": {"model": {"arch": "transformer_lm"}}})
+    record = decoding_record.parse_line(decoding_record.record_line("data-bin", None, ["ck/model.pt"]))
+    assert [c["arch"] for c in record["checkpoints"]] == ["transformer_dep_rel"]
+    decoding_record.start()

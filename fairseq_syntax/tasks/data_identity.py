@@ -102,7 +102,7 @@ class DataIdentity:
         with when it segments raw text (refused, naming the file and both hashes; ``--allow-other-data-bin``:
         a warning). With a split of the data-bin loaded (fairseq-generate) the codes only take the separator
         off the output: they are not compared."""
-        name = getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
+        name = bpe_cfg if isinstance(bpe_cfg, str) else getattr(bpe_cfg, "_name", None) or getattr(bpe_cfg, "bpe", None)
         if name is None and not self.datasets:  # raw text left whole: a model of BPE pieces sees <unk>s
             self._check_unsegmented()
             return
@@ -153,7 +153,8 @@ class DataIdentity:
         recorded = self.metadata.get("tokenizer") if isinstance(self.metadata.get("tokenizer"), dict) else {}
         if self.datasets or recorded.get("name") != "moses" or getattr(self, "_tokenizer_warned", False):
             return
-        name = getattr(tokenizer_cfg, "_name", None) or getattr(tokenizer_cfg, "tokenizer", None)
+        name = tokenizer_cfg if isinstance(tokenizer_cfg, str) else \
+            getattr(tokenizer_cfg, "_name", None) or getattr(tokenizer_cfg, "tokenizer", None)
         langs = f"--source-lang {one_line(str(self.cfg.source_lang))} --target-lang {one_line(str(self.cfg.target_lang))}"
         if name is None:
             note = f"no --tokenizer is given: raw text reaches BPE and the parser split at spaces alone; give " \
