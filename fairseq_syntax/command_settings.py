@@ -44,8 +44,11 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
     if module in ("fairseq_cli.validate", "fairseq_cli.interactive") and results_path is not None:
         return (f"--results-path {one_line(str(results_path))[:80]}: only fairseq-generate writes a results file "
                 f"(fairseq-{module.split('.')[-1]} writes to the terminal): leave it out, and redirect its output")
+    if module == "fairseq_cli.generate" and getattr(getattr(cfg, "generation", None), "constraints", None):
+        return ("--constraints: the data-bin's splits carry no constraints (fairseq-interactive reads them from "
+                "tab-separated input lines): leave it out")
     if module == "fairseq_cli.train":
-        problem = training_settings_error(cfg) or device_and_ema_error(cfg)
+        problem = training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)
@@ -90,6 +93,33 @@ def device_and_ema_error(cfg: Any) -> Optional[str]:
         if not isinstance(extra, dict) or not isinstance(extra.get("ema"), dict):
             return (f"--ema-seed-model {one_line(seed)[:80]}: holds no EMA weights (extra_state.ema): give a "
                     "checkpoint of a run trained with --store-ema")
+    return None
+
+
+#: validation values that are better smaller (fairseq's and this plugin's losses)
+SMALLER_IS_BETTER = ("loss", "nll_loss", "ppl")
+
+
+def checkpointing_error(cfg: Any) -> Optional[str]:
+    """``--maximize-best-checkpoint-metric`` with a loss (checkpoint_best.pt would keep the worst), a best metric
+    of ``bleu`` without ``--eval-bleu`` (refused only after an epoch), and ``--use-bmuf`` on one worker (it does
+    nothing) or with ``--global-sync-iter`` below 1 (a division by zero after the warm-up)."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    metric = getattr(checkpoint, "best_checkpoint_metric", "loss")
+    if getattr(checkpoint, "maximize_best_checkpoint_metric", False) and metric in SMALLER_IS_BETTER:
+        return (f"--maximize-best-checkpoint-metric with --best-checkpoint-metric {metric}: a loss is better smaller, "
+                "and checkpoint_best.pt would keep the worst: leave it out (or give a score, e.g. bleu)")
+    if metric == "bleu" and not getattr(getattr(cfg, "task", None), "eval_bleu", False):
+        return "--best-checkpoint-metric bleu: validation scores BLEU only with --eval-bleu: give it"
+    optimization = getattr(cfg, "optimization", None)
+    if getattr(optimization, "use_bmuf", False):
+        sync = getattr(getattr(cfg, "bmuf", None), "global_sync_iter", 1)
+        if isinstance(sync, int) and sync < 1:
+            return f"--global-sync-iter {sync}: expected a count >= 1"
+        world = getattr(getattr(cfg, "distributed_training", None), "distributed_world_size", 1)
+        if isinstance(world, int) and world <= 1:
+            return ("--use-bmuf: block-wise model update filtering syncs several workers, and this run has one "
+                    "(--distributed-world-size 1): it would do nothing; leave it out")
     return None
 
 

@@ -155,6 +155,10 @@ def optimizer_settings_error(cfg) -> Optional[str]:
         if rates and _is_number(value) and value > max(rates):
             return (f"--{key.replace('_', '-')} {_text(value)}: expected at most the peak rate, --lr "
                     f"{_text(max(rates))} (the schedule ends, or bottoms out, at it)")
+    for key in ("init_lr_scale", "final_lr_scale"):  # tri_stage: factors of --lr; above 1 the rate climbs over it
+        value = getattr(getattr(cfg, "lr_scheduler", None), key, None)
+        if _is_number(value) and not 0 < value <= 1:
+            return f"--{key.replace('_', '-')} {_text(value)}: expected a factor of --lr in (0, 1]"
     init = getattr(getattr(cfg, "lr_scheduler", None), "warmup_init_lr", None)
     if _is_number(init) and init < 0 and init != -1:
         return (f"--warmup-init-lr {_text(init)}: expected a rate >= 0, or -1 (fairseq's default: 0 with "

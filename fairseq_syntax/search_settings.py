@@ -30,6 +30,10 @@ def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weigh
                                f"dictionary's size, {vocabulary}, less one: fairseq would search with that many)")
     if isinstance(nbest, int) and isinstance(beam, int) and not 1 <= nbest <= beam:
         raise _refused("nbest", f"--nbest {nbest}: expected 1 to --beam {beam} hypotheses per sentence")
+    lenpen = getattr(args, "lenpen", 1)
+    if getattr(args, "unnormalized", False) and isinstance(lenpen, (int, float)) and lenpen != 1:
+        raise _refused("lenpen", f"--lenpen {lenpen}: fairseq ignores it under --unnormalized (scores are not "
+                                 "normalized by length): leave one of them out")
     for name in ("lenpen", "unkpen", "diversity_rate", "diverse_beam_strength", "lm_weight"):
         value = getattr(args, name, 0)  # NaN: fairseq's "> -1" or "!= 0" tests read it as off, or score with it
         if isinstance(value, (int, float)) and not math.isfinite(value):

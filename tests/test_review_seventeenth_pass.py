@@ -173,6 +173,12 @@ def _train_refused(work, flags, words):
     (["--store-ema", "--ema-seed-model", "data-bin/dict.en.txt"],
      "--ema-seed-model data-bin/dict.en.txt: it cannot be read as a fairseq checkpoint"),
     (["--store-ema", "--ema-seed-model", CHECKPOINT], "holds no EMA weights (extra_state.ema)"),
+    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.1,0.4,0.5)", "--final-lr-scale", "5"],
+     "--final-lr-scale 5: expected a factor of --lr in (0, 1]"),
+    (["--use-bmuf", "--global-sync-iter", "0"], "--global-sync-iter 0: expected a count >= 1"),
+    (["--use-bmuf"], "--use-bmuf: block-wise model update filtering syncs several workers"),
+    (["--maximize-best-checkpoint-metric"], "--maximize-best-checkpoint-metric with --best-checkpoint-metric loss"),
+    (["--best-checkpoint-metric", "bleu"], "--best-checkpoint-metric bleu: validation scores BLEU only with --eval-bleu"),
 ])
 def test_train_settings_fairseq_misreads_are_refused_before_the_save_dir_is_made(work, flags, words):
     _train_refused(work, flags, words)
@@ -199,6 +205,8 @@ def test_a_restore_file_is_looked_for_under_the_name_fairseq_opens_with_a_suffix
     ("fairseq-generate", ["--beam", "1000"], "--beam 1000: expected at most 159 hypotheses per step"),
     ("fairseq-interactive", ["--beam", "500"], "--beam 500: expected at most 159 hypotheses per step"),
     ("fairseq-generate", ["--required-seq-len-multiple", "0"], "--required-seq-len-multiple 0: expected a number"),
+    ("fairseq-generate", ["--constraints"], "--constraints: the data-bin's splits carry no constraints"),
+    ("fairseq-generate", ["--unnormalized", "--lenpen", "5"], "--lenpen 5.0: fairseq ignores it under --unnormalized"),
 ])
 def test_decoding_settings_fairseq_misreads_are_refused(work, command, flags, words):
     split = {"fairseq-generate": ["--gen-subset", "test"], "fairseq-validate": ["--valid-subset", "test"],
