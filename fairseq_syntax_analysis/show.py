@@ -25,7 +25,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.argtypes import refuse_repeats
-from fairseq_syntax_core.databin import CODES_FILE, HEAD, LABEL, POS
+from fairseq_syntax_core.databin import HEAD, LABEL, METADATA_FILE, POS, codes_file
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_preprocess.destdir import is_inside
 from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, file_in_the_way, is_visible
@@ -122,10 +122,17 @@ def text_trees(task, lines: Sequence[str], eos: bool) -> List[Tuple[str, List[st
 
     meta = task.metadata
     lang = meta.get("source_lang", task.cfg.source_lang)
-    tokens = [tokenize_line(line, lang) for line in lines]
+    recorded = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}  # checked when read
+    tokens = [tokenize_line(line, lang, pretokenized=recorded.get("name") == "none",
+                            aggressive_dash_splits=recorded.get("moses_aggressive_dash_splits", True) is not False,
+                            escape=recorded.get("moses_escape", True) is not False) for line in lines]
     bpe = meta.get("bpe", {})
     if bpe.get("name", "none") != "none":
-        codes = os.path.join(task.cfg.data, bpe.get("codes", CODES_FILE))
+        metadata_path = os.path.join(task.cfg.data, METADATA_FILE)
+        codes = os.path.join(task.cfg.data, codes_file(meta, metadata_path))
+        if os.path.islink(codes):
+            raise InputError(metadata_path, None, f"its BPE codes {one_line(codes)} are a symbolic link: expected the "
+                             "codes file fairseq-syntax-preprocess wrote into the data-bin")
         if not os.path.isfile(codes):
             raise InputError(codes, None, "the data-bin's BPE codes are missing: raw text cannot be segmented")
         check_bpe_codes(codes, "the bpe.codes fairseq-syntax-preprocess wrote into the data-bin")

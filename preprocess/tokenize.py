@@ -39,11 +39,13 @@ def _moses(lang: str):
     return MosesTokenizer(lang=lang)
 
 
-def tokenize_line(line: str, lang: str, pretokenized: bool = False) -> List[str]:
-    """Tokens of one line: whitespace split if ``pretokenized``, else Moses for ``lang``."""
+def tokenize_line(line: str, lang: str, pretokenized: bool = False, aggressive_dash_splits: bool = True,
+                  escape: bool = True) -> List[str]:
+    """Tokens of one line: whitespace split if ``pretokenized``, else Moses for ``lang`` (with the pipeline's
+    settings unless told otherwise: a data-bin's ``syntax.json`` records them)."""
     if pretokenized:
         return line.split()
-    return _moses(lang).tokenize(line.strip(), aggressive_dash_splits=True, escape=True)
+    return _moses(lang).tokenize(line.strip(), aggressive_dash_splits=aggressive_dash_splits, escape=escape)
 
 
 def _tokenize_chunk(args) -> List[List[str]]:

@@ -380,3 +380,32 @@ def test_the_decoded_line_names_the_models_checkpoints_only(tmp_path):
     record = decoding_record.parse_line(decoding_record.record_line("data-bin", None, ["ck/model.pt"]))
     assert [c["arch"] for c in record["checkpoints"]] == ["transformer_dep_rel"]
     decoding_record.start()
+
+
+# ------------------------------------------------------------------ twentieth pass: show --text
+def _drawn_words(page) -> list:
+    import html
+    import re
+
+    pieces = [html.unescape(p) for p in re.findall(r'displacy-word[^>]*>([^<]*)<', page.read_text(encoding="utf-8"))]
+    return " ".join(pieces).replace("@@ ", "").split()
+
+
+def test_show_tokenizes_text_as_the_data_bin_records(work):
+    path = work / "data-bin" / "syntax.json"
+    metadata = json.loads(path.read_text(encoding="utf-8"))
+    call([tool("fairseq-syntax-show"), "data-bin", "--text", "a well-known man .", "--out", "moses.html"], cwd=work)
+    assert _drawn_words(work / "moses.html")[:4] == ["a", "well", "@-@", "known"]  # Moses' aggressive dash split
+    metadata["tokenizer"] = {"name": "none", "moses_aggressive_dash_splits": True, "moses_escape": True}
+    path.write_text(json.dumps(metadata), encoding="utf-8")
+    call([tool("fairseq-syntax-show"), "data-bin", "--text", "a well-known man .", "--out", "none.html"], cwd=work)
+    assert _drawn_words(work / "none.html")[:3] == ["a", "well-known", "man"]  # split at spaces only
+
+
+def test_show_refuses_bpe_codes_that_are_a_link_out_of_the_data_bin(work):
+    os.replace(work / "data-bin" / "bpe.codes", work / "codes.out")
+    os.symlink(work / "codes.out", work / "data-bin" / "bpe.codes")
+    result = call([tool("fairseq-syntax-show"), "data-bin", "--text", "a man .", "--out", "l.html"], cwd=work,
+                  expect_ok=False)
+    one_line_error(result, "fairseq-syntax-show", "a symbolic link")
+    assert not (work / "l.html").exists()
