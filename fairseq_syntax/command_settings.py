@@ -111,6 +111,9 @@ def checkpointing_error(cfg: Any) -> Optional[str]:
                 "and checkpoint_best.pt would keep the worst: leave it out (or give a score, e.g. bleu)")
     if metric == "bleu" and not getattr(getattr(cfg, "task", None), "eval_bleu", False):
         return "--best-checkpoint-metric bleu: validation scores BLEU only with --eval-bleu: give it"
+    problem = _cancelled_error(cfg)
+    if problem is not None:
+        return problem
     optimization = getattr(cfg, "optimization", None)
     if getattr(optimization, "use_bmuf", False):
         sync = getattr(getattr(cfg, "bmuf", None), "global_sync_iter", 1)
@@ -120,6 +123,33 @@ def checkpointing_error(cfg: Any) -> Optional[str]:
         if isinstance(world, int) and world <= 1:
             return ("--use-bmuf: block-wise model update filtering syncs several workers, and this run has one "
                     "(--distributed-world-size 1): it would do nothing; leave it out")
+    return None
+
+
+def _cancelled_error(cfg: Any) -> Optional[str]:
+    """An option another one cancels (fairseq trains and exits 0 without doing what it asks): what is kept or
+    stopped on without saving (``--no-save``) or without validating (``--disable-validation``, or a first
+    validation after ``--max-update``)."""
+    checkpoint, dataset = getattr(cfg, "checkpoint", None), getattr(cfg, "dataset", None)
+    asks_validation = [f"--{key.replace('_', '-')} {getattr(checkpoint, key)}" for key, off in
+                       (("patience", -1), ("keep_best_checkpoints", -1)) if getattr(checkpoint, key, off) != off]
+    if getattr(checkpoint, "best_checkpoint_metric", "loss") != "loss":
+        asks_validation.append(f"--best-checkpoint-metric {getattr(checkpoint, 'best_checkpoint_metric')}")
+    if getattr(checkpoint, "no_save", False):
+        saving = asks_validation[1:] if asks_validation[:1] and asks_validation[0].startswith("--patience") \
+            else list(asks_validation)
+        if getattr(checkpoint, "save_interval_updates", 0):
+            saving.append(f"--save-interval-updates {getattr(checkpoint, 'save_interval_updates')}")
+        if saving:
+            return f"{saving[0]} with --no-save: nothing is saved, so it does nothing; leave one of them out"
+    if getattr(dataset, "disable_validation", False) and asks_validation:
+        return (f"{asks_validation[0]} with --disable-validation: it needs validation scores, which are never "
+                "computed; leave one of them out")
+    after, cap = getattr(dataset, "validate_after_updates", 0), getattr(getattr(cfg, "optimization", None),
+                                                                        "max_update", 0)
+    if asks_validation and isinstance(after, int) and isinstance(cap, int) and 0 < cap <= after:
+        return (f"{asks_validation[0]} with --validate-after-updates {after} and --max-update {cap}: validation "
+                "never runs; lower --validate-after-updates")
     return None
 
 

@@ -8,6 +8,12 @@ from typing import Any, Mapping, Optional
 from fairseq_syntax_core.errors import UsageError
 
 
+#: fairseq's generation options of iterative refinement (non-autoregressive models), at their defaults
+ITERATIVE_REFINEMENT = {"print_step": False, "retain_iter_history": False, "iter_decode_with_beam": 1,
+                        "iter_decode_max_iter": 10, "iter_decode_force_max_iter": False, "iter_decode_eos_penalty": 0.0,
+                        "iter_decode_with_external_reranker": False}
+
+
 def _refused(setting: str, message: str) -> UsageError:
     """The refusal of one search setting, which it names (``setting``: its key, as in fairseq's configuration)."""
     error = UsageError(message)
@@ -22,6 +28,11 @@ def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weigh
     if isinstance(length_prior_weight, (int, float)) and not (math.isfinite(length_prior_weight)
                                                               and length_prior_weight >= 0):
         raise _refused("length_prior_weight", f"--length-prior-weight {length_prior_weight}: expected a finite number >= 0")
+    for name, default in ITERATIVE_REFINEMENT.items():  # read by fairseq's non-autoregressive generator only
+        value = getattr(args, name, default)
+        if value is not None and value != default:
+            raise _refused(name, f"--{name.replace('_', '-')}: an option of fairseq's iterative refinement (models "
+                                 "that rewrite whole translations); these models decode left to right: leave it out")
     beam, nbest = getattr(args, "beam", 1), getattr(args, "nbest", 1)
     if isinstance(beam, int) and beam < 1:
         raise _refused("beam", f"--beam {beam}: expected at least 1 hypothesis per step")

@@ -179,6 +179,11 @@ def _train_refused(work, flags, words):
     (["--use-bmuf"], "--use-bmuf: block-wise model update filtering syncs several workers"),
     (["--maximize-best-checkpoint-metric"], "--maximize-best-checkpoint-metric with --best-checkpoint-metric loss"),
     (["--best-checkpoint-metric", "bleu"], "--best-checkpoint-metric bleu: validation scores BLEU only with --eval-bleu"),
+    (["--no-save", "--keep-best-checkpoints", "1"], "--keep-best-checkpoints 1 with --no-save: nothing is saved"),
+    (["--no-save", "--save-interval-updates", "2"], "--save-interval-updates 2 with --no-save"),
+    (["--disable-validation", "--patience", "2"], "--patience 2 with --disable-validation: it needs validation"),
+    (["--validate-after-updates", "100", "--patience", "1"],
+     "--patience 1 with --validate-after-updates 100 and --max-update 1: validation never runs"),
 ])
 def test_train_settings_fairseq_misreads_are_refused_before_the_save_dir_is_made(work, flags, words):
     _train_refused(work, flags, words)
@@ -207,6 +212,9 @@ def test_a_restore_file_is_looked_for_under_the_name_fairseq_opens_with_a_suffix
     ("fairseq-generate", ["--required-seq-len-multiple", "0"], "--required-seq-len-multiple 0: expected a number"),
     ("fairseq-generate", ["--constraints"], "--constraints: the data-bin's splits carry no constraints"),
     ("fairseq-generate", ["--unnormalized", "--lenpen", "5"], "--lenpen 5.0: fairseq ignores it under --unnormalized"),
+    ("fairseq-generate", ["--print-step"], "--print-step: an option of fairseq's iterative refinement"),
+    ("fairseq-generate", ["--retain-iter-history"], "--retain-iter-history: an option of fairseq's iterative"),
+    ("fairseq-interactive", ["--iter-decode-with-beam", "3"], "--iter-decode-with-beam: an option of fairseq's"),
 ])
 def test_decoding_settings_fairseq_misreads_are_refused(work, command, flags, words):
     split = {"fairseq-generate": ["--gen-subset", "test"], "fairseq-validate": ["--valid-subset", "test"],
