@@ -76,6 +76,32 @@ def model_class_problem(state: Any) -> Optional[str]:
     return None
 
 
+#: the tasks a checkpoint may name: fairseq-validate, awsl and the hub build the stored one (fairseq's
+#: ``translation`` is refused by name later, as another data-bin format)
+ADMITTED_TASKS = ("syntax_translation", "translation")
+
+
+def stored_task_problem(state: Any) -> Optional[str]:
+    """Why the task a checkpoint's settings name must not be built (fairseq-validate, awsl and the hub build it
+    from the checkpoint, whatever ``--task`` says), or None."""
+    if not isinstance(state, Mapping):
+        return None
+    cfg = state.get("cfg")
+    task = cfg.get("task") if hasattr(cfg, "get") else None
+    names = []
+    if hasattr(task, "get"):
+        names.append(task.get("_name"))
+    args = state.get("args")
+    if args is not None and hasattr(args, "task"):
+        names.append(getattr(args, "task"))
+    for name in names:
+        if name not in ADMITTED_TASKS:
+            shown = f"the task {one_line(name)[:60]!r}" if isinstance(name, str) else "no task"
+            return (f"its settings name {shown} (cfg.task._name), not this plugin's syntax_translation: refused "
+                    "(fairseq-validate, awsl and the hub build the task a checkpoint names)")
+    return None
+
+
 @contextlib.contextmanager
 def stored_settings(from_checkpoint: bool, what: str = "model") -> Iterator[None]:
     """Building a model from a checkpoint's stored settings: a refusal names the checkpoint (the user gave no such

@@ -95,7 +95,7 @@ from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
 from fairseq_syntax_core.signal_exceptions import signals_raised
 from fairseq_syntax_core.startup import ensure_open_files
 
-from .checkpoints import caller_only_settings, model_class_problem
+from .checkpoints import caller_only_settings, model_class_problem, stored_task_problem
 from .results_file import earlier_results_kept, generate_main
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
@@ -128,7 +128,8 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
             raise CheckpointError(path, None, "is not a regular file: expected a checkpoint file (.pt)")
         if os.path.isfile(path):  # a local file (fairseq also reads URLs): its structure, before fairseq's
             state = load_fairseq_checkpoint(path, mmap=True)  # upgrade code indexes it (the weights stay on disk)
-            problem = model_class_problem(state) or (size_problem(state, arg_overrides) if arg_overrides else None)
+            problem = model_class_problem(state) or stored_task_problem(state) or \
+                (size_problem(state, arg_overrides) if arg_overrides else None)
             if problem is not None:  # a model that evals its settings; --model-overrides sizes fairseq would build
                 raise CheckpointError(path, None, problem)
         try:

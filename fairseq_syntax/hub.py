@@ -32,7 +32,7 @@ from fairseq_syntax.checkpoints import CALLER_ONLY_TASK_SETTINGS
 from fairseq_syntax.search_settings import check_search
 from fairseq_syntax_core.errors import CheckpointError, UsageError
 from fairseq_syntax_core.oneline import quoted
-from fairseq_syntax_core.fileio import BOM
+from fairseq_syntax_core.fileio import BOM, is_visible
 
 
 class SyntaxHubInterface(GeneratorHubInterface):
@@ -48,6 +48,8 @@ class SyntaxHubInterface(GeneratorHubInterface):
         self._batched_ids: List[int] = []
 
     def encode(self, sentence: str) -> torch.LongTensor:
+        if not any(is_visible(token) for token in sentence.split()):  # as fairseq-interactive: an empty line
+            sentence = ""
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
         ids = self.binarize(text)
         key = id(ids)

@@ -417,3 +417,24 @@ def test_show_refuses_bpe_codes_that_are_a_link_out_of_the_data_bin(work):
                   expect_ok=False)
     one_line_error(result, "fairseq-syntax-show", "a symbolic link")
     assert not (work / "l.html").exists()
+
+
+# ------------------------------------------------------------------ twenty-first pass
+@pytest.mark.parametrize("task, words", [("language_modeling", "the task 'language_modeling'"),
+                                         ("speech_to_text", "the task 'speech_to_text'"), (None, "no task")])
+def test_a_checkpoint_naming_another_task_is_refused_before_fairseq_builds_it(work, task, words):
+    crafted_checkpoint(work, lambda cfg: cfg["task"].update(_name=task))
+    for argv in (["fairseq-validate", "data-bin", *TASK[:-1], "model.pt", "--valid-subset", "test", "--batch-size", "8"],
+                 ["fairseq-syntax-awsl", "data-bin", "--path", "model.pt", "--split", "test", "--out", "aw/r"]):
+        result = call([tool(argv[0]), *argv[1:]], cwd=work, expect_ok=False)
+        one_line_error(result, argv[0], "model.pt: its settings name", words, "not this plugin's syntax_translation")
+    from fairseq_syntax_core.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=words):
+        _hub(work, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
+
+
+def test_the_hub_translates_a_line_of_invisible_characters_to_an_empty_line(tmp_path):
+    shutil.copy(CHECKPOINT, tmp_path / "model.pt")
+    hub = _hub(tmp_path, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
+    assert hub.translate(["\u200b", " \u2060 "], beam=2) == ["", ""]
