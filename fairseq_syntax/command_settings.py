@@ -13,8 +13,10 @@ command's whole configuration:
 """
 
 import argparse
+import contextlib
 import logging
 import os
+import re
 from typing import Any, Optional
 
 from fairseq_syntax_core.oneline import one_line
@@ -44,11 +46,16 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
     if module in ("fairseq_cli.validate", "fairseq_cli.interactive") and results_path is not None:
         return (f"--results-path {one_line(str(results_path))[:80]}: only fairseq-generate writes a results file "
                 f"(fairseq-{module.split('.')[-1]} writes to the terminal): leave it out, and redirect its output")
+    if module == "fairseq_cli.interactive":
+        problem = interactive_error(cfg)
+        if problem is not None:
+            return problem
     if module == "fairseq_cli.generate" and getattr(getattr(cfg, "generation", None), "constraints", None):
         return ("--constraints: the data-bin's splits carry no constraints (fairseq-interactive reads them from "
                 "tab-separated input lines): leave it out")
     if module == "fairseq_cli.train":
-        problem = training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
+        problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
+                   or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg))
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)
@@ -151,6 +158,136 @@ def _cancelled_error(cfg: Any) -> Optional[str]:
         return (f"{asks_validation[0]} with --validate-after-updates {after} and --max-update {cap}: validation "
                 "never runs; lower --validate-after-updates")
     return None
+
+
+def interactive_error(cfg: Any) -> Optional[str]:
+    """fairseq-interactive's readings of options it has no use for: ``--prefix-size`` (never passed to the search),
+    ``--print-alignment soft`` (it unpacks soft alignments as hard ones, after the first rows), ``--replace-unk``
+    without a file (fairseq opens a file named "@@ ") or with one not of ``SOURCE TARGET`` lines."""
+    generation = getattr(cfg, "generation", None)
+    prefix = getattr(generation, "prefix_size", 0)
+    if isinstance(prefix, int) and prefix > 0:
+        return f"--prefix-size {prefix}: fairseq-interactive has no reference to take a prefix from: leave it out"
+    if getattr(generation, "print_alignment", None) == "soft":
+        return "--print-alignment soft: fairseq-interactive prints hard alignments only (fairseq-generate prints soft)"
+    replace = getattr(generation, "replace_unk", None)
+    if replace is not None:
+        if not isinstance(replace, str) or not os.path.isfile(replace):
+            return (f"--replace-unk {one_line(str(replace))[:80]}: expected an alignment dictionary file of "
+                    "SOURCE TARGET lines (fairseq-interactive opens the value as a file)")
+        from fairseq_syntax_core.fileio import read_lines
+
+        for number, line in enumerate(read_lines(replace, "--replace-unk file"), start=1):
+            if len(line.split()) < 2:
+                return f"--replace-unk {one_line(replace)[:80]}:{number}: expected SOURCE TARGET"
+    return None
+
+
+def splits_error(cfg: Any) -> Optional[str]:
+    """One split trained and validated (fairseq shares its epoch iterator: epochs count twice, sentences are
+    dropped), ``--combine-valid-subsets`` with another ``--valid-subset`` (it validates on valid, valid1, ... and
+    then looks the named one up), and fairseq's check of unused valid splits, which compares file names with
+    split names (side-files never match): done here from the data-bin's syntax.json."""
+    upsample = getattr(getattr(cfg, "task", None), "upsample_primary", 1)
+    if isinstance(upsample, int) and upsample < 1 and upsample != -1:  # -1, fairseq main's default: once
+        return f"--upsample-primary {upsample}: expected a factor >= 1 (1: the primary split once)"
+    dataset = getattr(cfg, "dataset", None)
+    valid = [v for v in str(getattr(dataset, "valid_subset", "valid")).split(",") if v]
+    train = getattr(dataset, "train_subset", "train")
+    disabled = getattr(dataset, "disable_validation", False)
+    if train in valid and not disabled:
+        return (f"--train-subset {one_line(train)[:40]} is also in --valid-subset: fairseq would share one iterator "
+                "between them (epochs counted twice, sentences dropped from validation); validate on another split")
+    if getattr(dataset, "combine_valid_subsets", False) and valid != ["valid"]:
+        return (f"--combine-valid-subsets with --valid-subset {one_line(','.join(valid))[:60]}: fairseq validates on "
+                "valid, valid1, ... whatever --valid-subset says; leave one of them out")
+    if disabled or getattr(dataset, "ignore_unused_valid_subsets", False) or \
+            getattr(dataset, "combine_valid_subsets", False):
+        return None
+    splits = _recorded_splits(cfg)
+    unused = sorted({s for s in splits if re.fullmatch(r"valid\d*", s) and s not in valid})
+    if unused:
+        return (f"--valid-subset {one_line(','.join(valid))[:60]}: the data-bin also holds {', '.join(unused)}, "
+                "which would not be validated: list them, or give --ignore-unused-valid-subsets (or "
+                "--combine-valid-subsets)")
+    with contextlib.suppress(Exception):  # fairseq's own check compares file names: ours replaces it
+        dataset.ignore_unused_valid_subsets = True
+    return None
+
+
+#: fairseq-train's logging options and the libraries they need (fairseq only warns, and logs nowhere)
+LOGGING_LIBRARIES = {"wandb_project": "wandb", "tensorboard_logdir": "tensorboardX",
+                     "azureml_logging": "azureml.core", "aim_repo": "aim"}
+
+
+def logging_error(cfg: Any) -> Optional[str]:
+    """A logging option whose library is not installed (``--profile`` on the CPU fails in fairseq's cli_main, before
+    any plugin code sees the settings: one line from the error hook)."""
+    common = getattr(cfg, "common", None)
+    for key, library in LOGGING_LIBRARIES.items():
+        value = getattr(common, key, None)
+        if not value:
+            continue
+        names = [library] + (["tensorboard"] if key == "tensorboard_logdir" else [])  # torch.utils.tensorboard's
+        if not any(_importable(name) for name in names):
+            return f"--{key.replace('_', '-')}: needs the {library.split('.')[0]} package, which is not installed"
+    return None
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+#: the checkpoints fairseq deletes when it keeps only some (--keep-interval-updates, --keep-last-epochs,
+#: --keep-best-checkpoints)
+PRUNED = re.compile(r"checkpoint(\d+|_\d+_\d+|\.best_.*)\.pt")
+
+
+def foreign_checkpoints_error(cfg: Any) -> Optional[str]:
+    """A new run (no checkpoint_last) that keeps only some checkpoints, into a ``--save-dir`` already holding
+    files named as fairseq's checkpoints: fairseq would delete them as its own."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    keeps = [f"--{k.replace('_', '-')}" for k in ("keep_interval_updates", "keep_last_epochs", "keep_best_checkpoints")
+             if isinstance(getattr(checkpoint, k, -1), int) and getattr(checkpoint, k, -1) > 0]
+    save_dir = getattr(checkpoint, "save_dir", None)
+    if not keeps or not isinstance(save_dir, str) or not os.path.isdir(save_dir):
+        return None
+    suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    if os.path.exists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
+        return None  # resuming: the checkpoints there are the run's own
+    found = sorted(name for name in os.listdir(save_dir) if PRUNED.fullmatch(name.replace(suffix, "", 1)))
+    if found:
+        return (f"--save-dir {one_line(save_dir)[:80]} holds {one_line(', '.join(found[:3]))}"
+                f"{', ...' if len(found) > 3 else ''} and no checkpoint_last{suffix}.pt: a new run with {keeps[0]} "
+                "would delete them as its own; give an empty folder")
+    return None
+
+
+def _recorded_splits(cfg: Any) -> list:
+    """The splits the first data-bin's syntax.json lists (none for another task or an unreadable file)."""
+    from fairseq import utils
+
+    from fairseq_syntax.data.data_bin_checks import read_metadata
+    from fairseq_syntax_core.databin import METADATA_FILE
+    from fairseq_syntax_core.errors import UserError
+
+    task = getattr(cfg, "task", None)
+    data = getattr(task, "data", None)
+    if getattr(task, "_name", None) != TASK or not isinstance(data, str) or not data:
+        return []
+    folder = utils.split_paths(data)[0]
+    try:
+        splits = read_metadata(os.path.join(folder, METADATA_FILE)).get("splits")
+    except UserError:
+        return []
+    binarized = [m.group(1) for m in map(re.compile(r"([A-Za-z0-9_]+)\.[^.]+-[^.]+\.[^.]+\.bin").fullmatch,
+                                         os.listdir(folder)) if m]  # the splits fairseq would find by their files
+    return (list(splits) if isinstance(splits, dict) else []) + binarized
 
 
 def _recorded_segmentation(cfg: Any) -> Optional[dict]:

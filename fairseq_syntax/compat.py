@@ -81,6 +81,7 @@ import functools
 import inspect
 import logging
 import os
+import re
 import sys
 from typing import Iterator, List
 
@@ -148,6 +149,9 @@ def _wrap_load_checkpoint_to_cpu(checkpoint_utils) -> bool:
     return True
 
 
+_EDGE_SPACE = re.compile(r"^[^\S\t]+|[^\S\t]+$")  # white space but tabs, at either end of a line
+
+
 def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
     """``fairseq_cli.interactive.buffered_read``, decoding each line alone so errors name it.
 
@@ -169,7 +173,7 @@ def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
                     f"not UTF-8: byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line; "
                     "fairseq-interactive reads UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)",
                 ) from None
-            buffer.append(line.strip())
+            buffer.append(_EDGE_SPACE.sub("", line))  # a tab stays: it separates --constraints
             if len(buffer) >= buffer_size:
                 yield buffer
                 buffer = []

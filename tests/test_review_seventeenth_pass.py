@@ -184,6 +184,10 @@ def _train_refused(work, flags, words):
     (["--disable-validation", "--patience", "2"], "--patience 2 with --disable-validation: it needs validation"),
     (["--validate-after-updates", "100", "--patience", "1"],
      "--patience 1 with --validate-after-updates 100 and --max-update 1: validation never runs"),
+    (["--train-subset", "test"], "--train-subset test is also in --valid-subset"),
+    (["--combine-valid-subsets"], "--combine-valid-subsets with --valid-subset test"),
+    (["--wandb-project", "x"], "--wandb-project: needs the wandb package"),
+    (["--upsample-primary", "0"], "--upsample-primary 0: expected a factor >= 1"),
 ])
 def test_train_settings_fairseq_misreads_are_refused_before_the_save_dir_is_made(work, flags, words):
     _train_refused(work, flags, words)
@@ -215,6 +219,9 @@ def test_a_restore_file_is_looked_for_under_the_name_fairseq_opens_with_a_suffix
     ("fairseq-generate", ["--print-step"], "--print-step: an option of fairseq's iterative refinement"),
     ("fairseq-generate", ["--retain-iter-history"], "--retain-iter-history: an option of fairseq's iterative"),
     ("fairseq-interactive", ["--iter-decode-with-beam", "3"], "--iter-decode-with-beam: an option of fairseq's"),
+    ("fairseq-interactive", ["--prefix-size", "2"], "--prefix-size 2: fairseq-interactive has no reference"),
+    ("fairseq-interactive", ["--print-alignment", "soft"], "--print-alignment soft: fairseq-interactive prints hard"),
+    ("fairseq-interactive", ["--replace-unk"], "--replace-unk @@ : expected an alignment dictionary file"),
 ])
 def test_decoding_settings_fairseq_misreads_are_refused(work, command, flags, words):
     split = {"fairseq-generate": ["--gen-subset", "test"], "fairseq-validate": ["--valid-subset", "test"],
@@ -438,3 +445,27 @@ def test_the_hub_translates_a_line_of_invisible_characters_to_an_empty_line(tmp_
     shutil.copy(CHECKPOINT, tmp_path / "model.pt")
     hub = _hub(tmp_path, tokenizer="moses", bpe="subword_nmt", bpe_codes=os.path.join(DATA, "bpe.codes"))
     assert hub.translate(["\u200b", " \u2060 "], beam=2) == ["", ""]
+
+
+def test_a_new_run_refuses_a_save_dir_whose_checkpoints_it_would_delete_as_its_own(work):
+    (work / "ck").mkdir()
+    (work / "ck" / "checkpoint_1_3.pt").write_text("my notes\n")
+    result = call([tool("fairseq-train"), *TINY_TRAIN, "--save-interval-updates", "1", "--keep-interval-updates", "1"],
+                  cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-train", "--save-dir ck holds checkpoint_1_3.pt and no checkpoint_last.pt")
+    assert (work / "ck" / "checkpoint_1_3.pt").read_text() == "my notes\n"
+
+
+def _second_shards(work):
+    for name in os.listdir(work / "data-bin"):
+        for split, copy in (("test.", "valid1."), ("train.", "train1.")):
+            if name.startswith(split):
+                shutil.copy(work / "data-bin" / name, work / "data-bin" / (copy + name[len(split):]))
+
+
+def test_unused_valid_splits_are_named_and_a_split_of_two_shards_trains(work):
+    _second_shards(work)
+    argv = [tool("fairseq-train"), *TINY_TRAIN, "--no-save"]
+    one_line_error(call(argv, cwd=work, expect_ok=False), "fairseq-train",
+                   "--valid-subset test: the data-bin also holds valid1, which would not be validated")
+    call(argv[:-1] + ["--valid-subset", "test,valid1", "--no-save"], cwd=work)  # train + train1, fairseq's -1 default

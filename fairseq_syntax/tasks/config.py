@@ -51,6 +51,11 @@ def check_config(cfg) -> None:
             "but not its parse (the side-files). Leave it out: fairseq then skips the training sentences longer "
             "than --max-source-positions (valid and test ones with --skip-invalid-size-inputs-valid-test)"
         )
+    upsample = getattr(cfg, "upsample_primary", 1)
+    if upsample == -1:  # fairseq main's default, which tiles a split of several shards -1 times (a ValueError)
+        cfg.upsample_primary = 1
+    elif isinstance(upsample, int) and upsample < 1:
+        raise UsageError(f"--upsample-primary {upsample}: expected a factor >= 1 (1: the primary split once)")
     if isinstance(getattr(cfg, "num_batch_buckets", 0), int) and cfg.num_batch_buckets < 0:
         raise UsageError(f"--num-batch-buckets {cfg.num_batch_buckets}: expected 0 (the task pads by length itself)")
     if (getattr(cfg, "num_batch_buckets", 0) or 0) > 0:
