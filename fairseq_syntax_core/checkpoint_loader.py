@@ -414,7 +414,13 @@ def settings_size_problem(settings: Mapping, where: str,
 def size_problem(state: dict, overrides: Optional[Mapping] = None) -> Optional[str]:
     """Why the model settings stored in ``state`` (``args``, ``cfg.model``), with ``overrides``
     (``--model-overrides``) applied, cannot be built, or None (:func:`settings_size_problem`)."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        return f"--model-overrides: expected a dict of settings ({{'key': value}}), found a {type(overrides).__name__}"
     for where, settings in _stored_settings(state) or [("args", {})]:
+        for key in ("arch", "_name"):  # fairseq builds the stored model whatever it says: only the record changes
+            if overrides and key in overrides and key in settings and overrides[key] != settings[key]:
+                return (f"--model-overrides {key}={str(overrides[key])[:60]!r}: fairseq would still build the stored "
+                        f"{str(settings[key])[:60]!r} and record the other name; a checkpoint's model is not overridden")
         if overrides:
             settings = {**settings, **{k: v for k, v in overrides.items() if isinstance(k, str)}}
             where = f"{where} (with --model-overrides)"

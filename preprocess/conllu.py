@@ -92,6 +92,10 @@ def _sentence_to_tree(rows: List[Tuple[int, List[str]]], path: str, pos_index: i
             b = _parse_int(last, path, line_no, "ID range end")
             if b < a:
                 raise InputError(path, line_no, f"multiword token range {word_id} is empty")
+            for c, d, _form, other_line in ranges:  # UD: ranges never overlap, nest or repeat
+                if a <= d and c <= b:
+                    raise InputError(path, line_no, f"multiword token range {word_id} overlaps the range {c}-{d} "
+                                                    f"(line {other_line}): a word belongs to one token")
             ranges.append((a, b, columns[1], line_no))
             continue
         expected = len(words) + 1

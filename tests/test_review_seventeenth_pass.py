@@ -469,3 +469,26 @@ def test_unused_valid_splits_are_named_and_a_split_of_two_shards_trains(work):
     one_line_error(call(argv, cwd=work, expect_ok=False), "fairseq-train",
                    "--valid-subset test: the data-bin also holds valid1, which would not be validated")
     call(argv[:-1] + ["--valid-subset", "test,valid1", "--no-save"], cwd=work)  # train + train1, fairseq's -1 default
+
+
+# ------------------------------------------------------------------ twenty-second pass
+@pytest.mark.parametrize("overrides, words", [
+    ("[1,2]", "--model-overrides: expected a dict of settings"),
+    ("{'arch': 'transformer_pascal'}", "--model-overrides arch='transformer_pascal': fairseq would still build"),
+])
+def test_model_overrides_that_are_not_settings_or_rename_the_model_are_refused(work, overrides, words):
+    result = call([tool("fairseq-generate"), "data-bin", *TASK, "--gen-subset", "test", "--batch-size", "8",
+                   "--model-overrides", overrides], cwd=work, expect_ok=False)
+    one_line_error(result, "fairseq-generate", words)
+
+
+def test_overlapping_multiword_token_ranges_are_refused(tmp_path):
+    from fairseq_syntax_core.errors import InputError
+    from fairseq_syntax_preprocess.conllu import read_conllu
+
+    (tmp_path / "x.conllu").write_text("1-2\tAB\t_\t_\t_\t_\t_\t_\t_\t_\n1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n"
+                                       "2-3\tBC\t_\t_\t_\t_\t_\t_\t_\t_\n2\tb\t_\tX\t_\t_\t3\tdep\t_\t_\n"
+                                       "3\tc\t_\tX\t_\t_\t1\tdep\t_\t_\n\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"x\.conllu:3: multiword token range 2-3 overlaps the range 1-2 \(line 1\)"):
+        with open(tmp_path / "x.conllu", encoding="utf-8") as handle:
+            list(read_conllu(handle, str(tmp_path / "x.conllu")))
