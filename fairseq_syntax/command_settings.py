@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from fairseq_syntax_core.oneline import one_line
 
@@ -268,8 +268,9 @@ def foreign_checkpoints_error(cfg: Any) -> Optional[str]:
     return None
 
 
-def _recorded_splits(cfg: Any) -> list:
-    """The splits the first data-bin's syntax.json lists (none for another task or an unreadable file)."""
+def task_data_bin(cfg: Any) -> Optional[Tuple[str, dict]]:
+    """The first data-bin folder of this plugin's task and its syntax.json, or None (another task, or a file the
+    task itself names when it reads it)."""
     from fairseq import utils
 
     from fairseq_syntax.data.data_bin_checks import read_metadata
@@ -279,34 +280,31 @@ def _recorded_splits(cfg: Any) -> list:
     task = getattr(cfg, "task", None)
     data = getattr(task, "data", None)
     if getattr(task, "_name", None) != TASK or not isinstance(data, str) or not data:
-        return []
+        return None
     folder = utils.split_paths(data)[0]
     try:
-        splits = read_metadata(os.path.join(folder, METADATA_FILE)).get("splits")
+        return folder, read_metadata(os.path.join(folder, METADATA_FILE))
     except UserError:
+        return None
+
+
+def _recorded_splits(cfg: Any) -> list:
+    """The splits the first data-bin's syntax.json lists, and those fairseq finds by their files (none for
+    another task or an unreadable file)."""
+    found = task_data_bin(cfg)
+    if found is None:
         return []
+    folder, metadata = found
+    splits = metadata.get("splits")
     binarized = [m.group(1) for m in map(re.compile(r"([A-Za-z0-9_]+)\.[^.]+-[^.]+\.[^.]+\.bin").fullmatch,
-                                         os.listdir(folder)) if m]  # the splits fairseq would find by their files
+                                         os.listdir(folder)) if m]
     return (list(splits) if isinstance(splits, dict) else []) + binarized
 
 
 def _recorded_segmentation(cfg: Any) -> Optional[dict]:
-    """The ``bpe`` record of the first data-bin's syntax.json, or None (another task, or a file the task names
-    itself when it reads it)."""
-    from fairseq import utils
-
-    from fairseq_syntax.data.data_bin_checks import read_metadata
-    from fairseq_syntax_core.databin import METADATA_FILE
-    from fairseq_syntax_core.errors import UserError
-
-    task = getattr(cfg, "task", None)
-    data = getattr(task, "data", None)
-    if getattr(task, "_name", None) != TASK or not isinstance(data, str) or not data:
-        return None
-    try:
-        recorded = read_metadata(os.path.join(utils.split_paths(data)[0], METADATA_FILE)).get("bpe")
-    except UserError:
-        return None
+    """The ``bpe`` record of the first data-bin's syntax.json, or None."""
+    found = task_data_bin(cfg)
+    recorded = found[1].get("bpe") if found is not None else None
     return recorded if isinstance(recorded, dict) else None
 
 

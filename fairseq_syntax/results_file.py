@@ -43,19 +43,13 @@ def decoded_line(cfg) -> Optional[str]:
     """The ``fairseq-syntax-decoded`` line of a decoding with this plugin's task (None for other tasks)."""
     from fairseq import utils
 
-    from fairseq_syntax.data.data_bin_checks import read_metadata
-    from fairseq_syntax_core.databin import METADATA_FILE
-    from fairseq_syntax_core.errors import UserError
+    from fairseq_syntax.command_settings import task_data_bin
 
-    task = getattr(cfg, "task", None)
-    data = getattr(task, "data", None)
-    if getattr(task, "_name", None) != "syntax_translation" or not isinstance(data, str) or not data:
+    found = task_data_bin(cfg)
+    if found is None:
         return None
-    folder = utils.split_paths(data)[0]
-    try:
-        perturbation = read_metadata(os.path.join(folder, METADATA_FILE)).get("perturbation")
-    except UserError:
-        perturbation = None
+    folder, metadata = found
+    perturbation = metadata.get("perturbation")
     paths = getattr(getattr(cfg, "common_eval", None), "path", None)
     return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None)
 
