@@ -3,7 +3,8 @@
 :func:`command_settings_error` is called by the wrapped ``call_main`` (:mod:`fairseq_syntax.compat`) with the
 command's whole configuration:
 
-* fairseq-train: :func:`fairseq_syntax.fairseq_settings.training_settings_error`;
+* fairseq-train: :func:`fairseq_syntax.fairseq_settings.training_settings_error`, and a resume fairseq would
+  misread (:mod:`fairseq_syntax.resume_settings`);
 * fairseq-generate and fairseq-interactive ``--post-process``/``--remove-bpe``, fairseq-train ``--eval-bleu
   --eval-bleu-remove-bpe``: a way of joining pieces that is not the data-bin's (``sentencepiece`` deletes every
   space of subword-nmt output, and the score is of those strings). Refused like ``--bpe`` (``--allow-other-data-bin``:
@@ -22,6 +23,7 @@ from typing import Any, Optional, Tuple
 from fairseq_syntax_core.oneline import one_line
 
 from .fairseq_settings import training_settings_error
+from .resume_settings import resume_error
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,8 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
                 "tab-separated input lines): leave it out")
     if module == "fairseq_cli.train":
         problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
-                   or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg))
+                   or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg)
+                   or resume_error(cfg))
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)
@@ -243,27 +246,41 @@ def _importable(name: str) -> bool:
         return False
 
 
-#: the checkpoints fairseq deletes when it keeps only some (--keep-interval-updates, --keep-last-epochs,
-#: --keep-best-checkpoints)
-PRUNED = re.compile(r"checkpoint(\d+|_\d+_\d+|\.best_.*)\.pt")
+#: the checkpoints fairseq deletes when it keeps only some: its own patterns (fairseq.checkpoint_utils.save_checkpoint),
+#: the --checkpoint-suffix and the --best-checkpoint-metric put into them as they are typed
+PRUNED = {"keep_interval_updates": r"checkpoint_\d+_(\d+){suffix}\.pt",
+          "keep_last_epochs": r"checkpoint(\d+){suffix}\.pt",
+          "keep_best_checkpoints": r"checkpoint\.best_{metric}_(\d+\.?\d*){suffix}\.pt"}
+#: what fairseq's pruning would read as a regular expression in a suffix or metric name
+REGEX_SPECIALS = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 
 def foreign_checkpoints_error(cfg: Any) -> Optional[str]:
-    """A new run (no checkpoint_last) that keeps only some checkpoints, into a ``--save-dir`` already holding
-    files named as fairseq's checkpoints: fairseq would delete them as its own."""
+    """A run that keeps only some checkpoints with a ``--checkpoint-suffix`` or metric name that fairseq's pruning
+    reads as a regular expression (an error after the first save, or other files deleted); a new run (no
+    checkpoint_last) of that kind into a ``--save-dir`` already holding files fairseq would delete as its own."""
     checkpoint = getattr(cfg, "checkpoint", None)
-    keeps = [f"--{k.replace('_', '-')}" for k in ("keep_interval_updates", "keep_last_epochs", "keep_best_checkpoints")
-             if isinstance(getattr(checkpoint, k, -1), int) and getattr(checkpoint, k, -1) > 0]
-    save_dir = getattr(checkpoint, "save_dir", None)
-    if not keeps or not isinstance(save_dir, str) or not os.path.isdir(save_dir):
+    keeps = [k for k in PRUNED if isinstance(getattr(checkpoint, k, -1), int) and getattr(checkpoint, k, -1) > 0]
+    if not keeps:
         return None
     suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    metric = str(getattr(checkpoint, "best_checkpoint_metric", "loss"))
+    flag = f"--{keeps[0].replace('_', '-')}"
+    for name, value in (("--checkpoint-suffix", suffix), ("--best-checkpoint-metric", metric)):
+        if (name == "--checkpoint-suffix" or "keep_best_checkpoints" in keeps) and REGEX_SPECIALS.search(value):
+            return (f"{name} {one_line(value)[:60]!r} with {flag}: fairseq finds the checkpoints to delete with a "
+                    "regular expression holding it as typed, so its signs would match other files: use letters, "
+                    "digits, '-' and '_'")
+    save_dir = getattr(checkpoint, "save_dir", None)
+    if not isinstance(save_dir, str) or not os.path.isdir(save_dir):
+        return None
     if os.path.exists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
         return None  # resuming: the checkpoints there are the run's own
-    found = sorted(name for name in os.listdir(save_dir) if PRUNED.fullmatch(name.replace(suffix, "", 1)))
+    patterns = [re.compile(PRUNED[k].format(suffix=suffix, metric=metric)) for k in keeps]
+    found = sorted(name for name in os.listdir(save_dir) if any(p.fullmatch(name) for p in patterns))
     if found:
         return (f"--save-dir {one_line(save_dir)[:80]} holds {one_line(', '.join(found[:3]))}"
-                f"{', ...' if len(found) > 3 else ''} and no checkpoint_last{suffix}.pt: a new run with {keeps[0]} "
+                f"{', ...' if len(found) > 3 else ''} and no checkpoint_last{suffix}.pt: a new run with {flag} "
                 "would delete them as its own; give an empty folder")
     return None
 

@@ -143,6 +143,11 @@ SAME_SYSTEM_KEYS = ("arch", "flags", "max_update")
 def _check_same_system(result: Dict, first: Dict) -> None:
     """``result`` trains the system of ``first``, the first result of its model: else InputError naming both."""
     trained = result.get("training_data"), first.get("training_data")
+    if (trained[0] is None) != (trained[1] is None):  # one older result: its training data cannot be told apart
+        has, lacks = (result, first) if trained[0] is not None else (first, result)
+        raise InputError(lacks["_path"], None, f"is {quoted(result['model'])} seed {lacks['seed']} and records no "
+                         f"training_data, {quoted(has['_path'])} does: cannot tell whether the seeds of the row "
+                         "trained on the same data (record it again from its checkpoints)")
     if all(isinstance(t, dict) for t in trained) and trained[0] != trained[1]:
         differ = sorted(k for k in set(trained[0]) | set(trained[1]) if trained[0].get(k) != trained[1].get(k))
         raise InputError(result["_path"], None, f"is {quoted(result['model'])} seed {result['seed']} trained on other "

@@ -29,7 +29,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.argtypes import refuse_repeats
-from fairseq_syntax_core.decoding_record import IDENTITY_KEYS, run_identity, training_data  # noqa: F401
+from fairseq_syntax_core.decoding_record import IDENTITY_KEYS, run_identity, training_data, update_restarts  # noqa: F401
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
@@ -60,6 +60,12 @@ def checkpoint_facts(save_dir: str) -> Dict:
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
+        counts = [h.get("num_updates") for h in history if isinstance(h, dict) and isinstance(h.get("num_updates"), int)]
+        restarted = update_restarts(state) or [counts[i - 1] for i in range(1, len(counts)) if counts[i] < counts[i - 1]]
+        if restarted:
+            raise InputError(path, None, f"counted {restarted[0]} updates, then again from 0: a resume with "
+                             "--reset-optimizer restarted its count, so it is not one run under --max-update "
+                             "(train it again without the reset)")
         iterator = extra.get("train_iterator") or {}
         for key in ("epoch", "iterations_in_epoch"):
             value = iterator.get(key, 0)
@@ -206,6 +212,8 @@ def same_reference(a: Dict, b: Dict) -> bool:
     evaluations without it, the same path as typed and the same number of sentences."""
     if isinstance(a.get("reference_sha256"), str) and isinstance(b.get("reference_sha256"), str):
         return a["reference_sha256"] == b["reference_sha256"]
+    if isinstance(a.get("reference_sha256"), str) or isinstance(b.get("reference_sha256"), str):
+        return False  # one evaluation older than the digest: not known to be one reference
     return (a.get("reference"), a.get("sentences")) == (b.get("reference"), b.get("sentences"))
 
 

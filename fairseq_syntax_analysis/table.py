@@ -30,6 +30,11 @@ def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
     sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
     ta, tb = a["tests"][test], b["tests"][test]
     digests = ta.get("reference_sha256"), tb.get("reference_sha256")
+    if (digests[0] is None) != (digests[1] is None):  # one older result: its references cannot be told apart
+        has, lacks = (a, b) if digests[0] is not None else (b, a)
+        raise InputError(lacks["_path"], None, f"test set {quoted(test)} records no reference_sha256, "
+                         f"{quoted(has['_path'])} does: cannot tell whether they scored the same references "
+                         "(evaluate and record it again, or drop the digest from neither)")
     if all(isinstance(d, str) for d in digests) and digests[0] != digests[1]:
         raise InputError(a["_path"], None, f"test set {quoted(test)} was scored against references of the digest "
                          f"{quoted(digests[0][:16])}..., {quoted(b['_path'])} against {quoted(digests[1][:16])}...: "

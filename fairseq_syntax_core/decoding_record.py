@@ -77,6 +77,19 @@ def training_data(state: Dict) -> Optional[Dict[str, object]]:
     return None
 
 
+#: the task-state key of the update counts at which a run's count was restarted (``--reset-optimizer`` on resume)
+RESTARTS_KEY = "update_restarts"
+
+
+def update_restarts(state: Dict) -> List[int]:
+    """The update counts at which the run of a checkpoint ``state`` restarted its count (none recorded: [])."""
+    task_state = state.get("task_state") if isinstance(state.get("task_state"), dict) else {}
+    counts = task_state.get(RESTARTS_KEY)
+    if not isinstance(counts, list):
+        return []
+    return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+
+
 def note_read(path: Any, state: Any) -> None:
     """Note the run identity, update count and training data of the checkpoint at ``path`` fairseq has just read."""
     if not isinstance(state, dict):

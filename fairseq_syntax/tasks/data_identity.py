@@ -6,6 +6,7 @@ import logging
 
 from fairseq import utils
 
+from fairseq_syntax import resume_settings
 from fairseq_syntax.data import provenance
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 from fairseq_syntax_core.fileio import check_bpe_codes
@@ -35,12 +36,16 @@ class DataIdentity:
         (fairseq's own models take no extra args)."""
         state = dict(super().state_dict())
         state[provenance.ARG] = provenance.encode(self.run_provenance())
+        restarts = resume_settings.current_restarts()
+        if restarts:  # a resume restarted the update count (--reset-optimizer): record cannot count it as one run
+            state[resume_settings.RESTARTS_KEY] = restarts
         return state
 
     def load_state_dict(self, state_dict):
         """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
         state_dict = dict(state_dict)
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
+        state_dict.pop(resume_settings.RESTARTS_KEY, None)
         super().load_state_dict(state_dict)
 
     def _check_data_bin(self, trained, what: str) -> None:

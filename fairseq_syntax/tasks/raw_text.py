@@ -11,6 +11,7 @@ from torch import Tensor
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.target_syntax import NET_INPUT_KEY as TARGET_NET_INPUT_KEY
 from fairseq_syntax.reference_scoring import is_reference_scorer
+from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.fileio import BOM, is_visible
 from fairseq_syntax_core.oneline import one_line, quoted
 
@@ -39,6 +40,29 @@ class RawTextInference:
         self.interactive_lines_before = getattr(self, "_interactive_lines", 0)
         self._interactive_lines = self.interactive_lines_before + len(tokens)
         return tokens, [t.numel() for t in tokens]
+
+    def check_constraints(self, src_tokens: Sequence[Tensor], constraints: Optional[Tensor]) -> None:
+        """``fairseq-interactive --constraints``: a line of constraints and no source (fairseq printed an empty
+        translation) or a constraint with a word the target dictionary lacks (fairseq forced ``<unk>`` into the
+        output) is refused, naming the input line. Rows are the buffer's lines in order."""
+        if constraints is None:
+            return
+        from fairseq.token_generation_constraints import unpack_constraints
+
+        unk, before = self.target_dictionary.unk(), getattr(self, "interactive_lines_before", 0)
+        for row, (tokens, packed) in enumerate(zip(src_tokens, constraints)):
+            wanted = unpack_constraints(packed)
+            where = f"input line {before + row + 1}"
+            if wanted and int(tokens.ne(self.source_dictionary.pad()).sum()) <= 1:
+                raise UsageError(f"{where}: {len(wanted)} constraint(s) after the tab and no source text before it: "
+                                 "nothing to translate (give the source, a tab, then the constraints)")
+            for number, constraint in enumerate(wanted, start=1):
+                if constraint.numel() == 0 or bool(constraint.lt(self.target_dictionary.nspecial).any()):
+                    what = ("is empty" if constraint.numel() == 0 else "holds a word the target dictionary lacks"
+                            if bool(constraint.eq(unk).any()) else "holds a special symbol (<s>, <pad>, </s>)")
+                    raise UsageError(f"{where}: constraint {number} {what}: fairseq would force it into the "
+                                     "translation as <unk> or nothing (give words of the target vocabulary, "
+                                     "tokenized as the data-bin)")
 
     def remember_source_texts(self, tokens: Sequence[Tensor], texts: Sequence[Optional[str]]) -> None:
         """Keep the encoded texts of the sources whose sample ids are their positions in ``tokens``.

@@ -257,6 +257,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         from fairseq.data import LanguagePairDataset
 
+        self.check_constraints(src_tokens, constraints)
         # unshuffled: the sample ids are the sources' positions, which their kept texts go by
         return LanguagePairDataset(
             src_tokens, src_lengths, self.source_dictionary, tgt_dict=self.target_dictionary,

@@ -1,0 +1,121 @@
+"""What fairseq-train does not say when it resumes a run from a checkpoint.
+
+* **Mid-epoch, with other batching.** fairseq stores how many batches of the current epoch were trained
+  (``extra_state.train_iterator.iterations_in_epoch``) and, on resume, skips that many batches of the epoch as
+  this run builds them. Batches built with another ``--max-tokens``, ``--batch-size``,
+  ``--required-batch-size-multiple``, ``--seed`` (the order), ``--distributed-world-size`` (the shards),
+  ``--train-subset``, length limits or ``--num-batch-buckets`` are other batches: most of the epoch is skipped,
+  or part of it trained twice, and the run exits 0. Refused; ``--reset-dataloader`` (fairseq: start again at
+  epoch 1) or the stored settings resume it.
+* **--reset-optimizer.** fairseq restarts the update count at 0 (``--max-update`` and the learning-rate
+  schedule count from there) and says only "@ 0 updates". Warned, with the count the checkpoint had; the counts
+  at which a run restarted are carried in its checkpoints' task state (``update_restarts``, through
+  :data:`RESTARTS_ENV` so that processes fairseq spawns see them), and ``fairseq-syntax-report record``
+  refuses such a run: it is not one run under ``--max-update``.
+"""
+
+import json
+import logging
+import os
+from typing import Any, List, Optional, Tuple
+
+from fairseq_syntax_core.decoding_record import RESTARTS_KEY, update_restarts  # noqa: F401
+from fairseq_syntax_core.oneline import one_line
+
+logger = logging.getLogger(__name__)
+
+#: the environment variable that hands them from the check to the task (and to the processes fairseq spawns)
+RESTARTS_ENV = "FAIRSEQ_SYNTAX_UPDATE_RESTARTS"
+
+#: the settings that decide how an epoch is cut into batches: (section, key, flag)
+BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
+            ("dataset", "required_batch_size_multiple", "--required-batch-size-multiple"),
+            ("dataset", "train_subset", "--train-subset"), ("common", "seed", "--seed"),
+            ("distributed_training", "distributed_world_size", "--distributed-world-size"),
+            ("task", "max_source_positions", "--max-source-positions"),
+            ("task", "max_target_positions", "--max-target-positions"),
+            ("task", "num_batch_buckets", "--num-batch-buckets"))
+
+
+def resumed_checkpoint(cfg: Any) -> Optional[str]:
+    """The checkpoint fairseq-train resumes (fairseq.checkpoint_utils.load_checkpoint's choice), or None: a new
+    run, a ``--finetune-from-model`` start (fairseq resets everything) or a path this check does not open."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    restore = getattr(checkpoint, "restore_file", "checkpoint_last.pt")
+    suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    if not isinstance(restore, str) or "://" in restore:
+        return None
+    if restore == "checkpoint_last.pt":
+        path = os.path.join(str(getattr(checkpoint, "save_dir", "checkpoints")), f"checkpoint_last{suffix}.pt")
+        if not os.path.exists(path):
+            path = getattr(checkpoint, "continue_once", None)
+    else:
+        path = restore.replace(".pt", f"{suffix}.pt")
+    return path if isinstance(path, str) and os.path.isfile(path) else None
+
+
+def resume_error(cfg: Any) -> Optional[str]:
+    """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
+    os.environ.pop(RESTARTS_ENV, None)
+    checkpoint = getattr(cfg, "checkpoint", None)
+    path = resumed_checkpoint(cfg)
+    resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader")]
+    if path is None:
+        return None
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+    from fairseq_syntax_core.errors import CheckpointError
+
+    try:
+        state = load_fairseq_checkpoint(path, mmap=True)
+    except CheckpointError as error:
+        return str(error)
+    history = state.get("optimizer_history")
+    updates = history[-1].get("num_updates") if isinstance(history, list) and history and \
+        isinstance(history[-1], dict) else None
+    restarts = update_restarts(state)
+    if resets[0] and isinstance(updates, int) and updates > 0:
+        restarts.append(updates)
+        logger.warning(f"--reset-optimizer: {one_line(path)[:120]} was at update {updates}; this run counts its "
+                       "updates from 0 again (--max-update and the learning-rate schedule too), and "
+                       "fairseq-syntax-report record will not take it as one run")
+    if restarts:
+        os.environ[RESTARTS_ENV] = json.dumps(restarts)
+    if resets[1]:
+        return None
+    extra = state.get("extra_state") if isinstance(state.get("extra_state"), dict) else {}
+    iterator = extra.get("train_iterator") if isinstance(extra.get("train_iterator"), dict) else {}
+    done = iterator.get("iterations_in_epoch", 0)
+    if not isinstance(done, int) or isinstance(done, bool) or done <= 0:
+        return None  # at an epoch's start: nothing is skipped
+    differ = _batching_changes(cfg, state.get("cfg"))
+    if not differ:
+        return None
+    flag, stored, given = differ[0]
+    return (f"{one_line(path)[:120]} stopped after {done} batches of epoch {iterator.get('epoch')}, batched with "
+            f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
+            f"fairseq would skip its first {done} batches, not those trained: resume with {flag} "
+            f"{one_line(str(stored))[:40]} (or --reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:
+    """(flag, stored value, this run's value) of each batching setting that differs; none when not stored."""
+    if not isinstance(stored, dict):
+        return []
+    changes = []
+    for section, key, flag in BATCHING:
+        old = stored.get(section)
+        if not isinstance(old, dict) or key not in old:
+            continue
+        new = getattr(getattr(cfg, section, None), key, old[key])
+        if new != old[key]:
+            changes.append((flag, old[key], new))
+    return changes
+
+
+def current_restarts() -> List[int]:
+    """The restarts this training process carries into the checkpoints it saves (:func:`resume_error` set them)."""
+    try:
+        counts = json.loads(os.environ.get(RESTARTS_ENV, "[]"))
+    except ValueError:
+        return []
+    return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []

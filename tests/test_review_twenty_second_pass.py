@@ -1,0 +1,204 @@
+"""What another hostile review found: results older than a record's reference digest or training data paired with
+newer ones unchecked; fairseq-train resumed with another batching or reset counters; fairseq-interactive
+constraints on an empty line or of words outside the dictionary; checkpoint names with a suffix."""
+
+import glob
+import gzip
+import json
+import os
+
+import pytest
+
+from fairseq_syntax_analysis import results as rs
+
+from .helpers import _folder, fake_result
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_TESTS = os.path.join(ROOT, "..", "shared", "data", "multi30k")
+HYPS = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
+
+
+# ------------------------------------------------------------------ results of two ages
+def test_a_table_refuses_to_pair_a_result_without_a_reference_digest_with_one_that_has_it(tmp_path, capsys):
+    base, other = fake_result("transformer", 1, HYPS), fake_result("other", 1, HYPS)
+    base["tests"]["test_2016_flickr"]["reference_sha256"] = "a" * 64
+    assert rs.cli_main(["table", str(_folder(tmp_path, [base, other])), "--baseline", "transformer"]) == 1
+    err = capsys.readouterr().err
+    assert "other.seed1.json" in err and "records no reference_sha256" in err, err
+    assert "cannot tell whether they scored the same references" in err and len(err.strip().splitlines()) == 1
+    other["tests"]["test_2016_flickr"]["reference_sha256"] = "a" * 64
+    assert rs.cli_main(["table", str(_folder(tmp_path, [base, other], "both")), "--baseline", "transformer"]) == 0
+
+
+def test_a_table_refuses_a_row_whose_seeds_record_training_data_unevenly(tmp_path, capsys):
+    one, two = fake_result("transformer_dep_rel", 1, HYPS), fake_result("transformer_dep_rel", 2, HYPS)
+    two["training_data"] = {"dictionaries_sha256": {"dict.en.txt": "a" * 64}, "bpe_codes_sha256": None,
+                            "perturbation": None}
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, two])), "--baseline", "transformer_dep_rel"]) == 1
+    err = capsys.readouterr().err
+    assert "seed 1 and records no training_data" in err and "seed2.json" in err, err
+    one["training_data"] = two["training_data"]
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, two], "both")), "--baseline",
+                        "transformer_dep_rel"]) == 0
+
+
+def test_an_evaluation_with_a_digest_is_not_the_reference_of_one_without():
+    assert not rs.same_reference({"reference": "raw/a.fr", "sentences": 5, "reference_sha256": "a" * 64},
+                                 {"reference": "raw/a.fr", "sentences": 5})
+
+
+COMMITTED = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "*", "results", "*", "*.json"))
+                   if json.load(open(p, encoding="utf-8")).get("format", "").startswith("fairseq-syntax-result"))
+
+
+def test_every_committed_result_records_the_digest_of_its_references():
+    assert COMMITTED
+    for path in COMMITTED:
+        for name, test in json.load(open(path, encoding="utf-8"))["tests"].items():
+            assert len(test.get("reference_sha256", "")) == 64, (path, name)
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED_TESTS), reason="needs ../shared/data/multi30k")
+def test_the_committed_digests_are_those_of_the_multi30k_references(tmp_path):
+    """Each digest is content_sha256 of a gunzipped Multi30k reference whose sentence count the result has."""
+    from fairseq_syntax_core.fileio import content_sha256
+
+    references = {}
+    for lang in ("de", "fr"):
+        text = gzip.open(os.path.join(SHARED_TESTS, f"test_2016_flickr.{lang}.gz")).read()
+        (tmp_path / lang).write_bytes(text)
+        references[content_sha256([str(tmp_path / lang)])] = len(text.decode("utf-8").splitlines())
+    for path in COMMITTED:
+        for name, test in json.load(open(path, encoding="utf-8"))["tests"].items():
+            assert references.get(test["reference_sha256"]) == test["sentences"], (path, name)
+
+
+# ------------------------------------------------------------------ fairseq-train resumed
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "release_0_2")
+TINY = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--arch", "transformer",
+        "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+        "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16", "--encoder-attention-heads", "2",
+        "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr", "0.001", "--valid-subset", "test",
+        "--save-dir", "ck", "--no-epoch-checkpoints"]
+
+
+@pytest.fixture
+def stopped_mid_epoch(tmp_path):
+    """A run stopped after its first batch of 100 tokens (the epoch has several)."""
+    import shutil
+
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    from .conftest import call, tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "1"], cwd=tmp_path)
+    state = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
+    assert state["extra_state"]["train_iterator"]["iterations_in_epoch"] == 1
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--max-tokens", "200"], "batched with --max-tokens 100; this run batches with --max-tokens 200"),
+    (["--max-tokens", "100", "--seed", "7"], "batched with --seed 1; this run batches with --seed 7"),
+    (["--max-tokens", "100", "--required-batch-size-multiple", "1"], "--required-batch-size-multiple 8"),
+])
+def test_a_resume_mid_epoch_with_other_batches_is_refused(stopped_mid_epoch, flags, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-train"), *TINY, *flags, "--max-update", "2"], cwd=stopped_mid_epoch,
+                  expect_ok=False)
+    one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt stopped after 1 batches of epoch 1", words,
+                   "fairseq would skip its first 1 batches, not those trained")
+
+
+def test_a_resume_mid_epoch_with_the_same_batches_or_a_reset_dataloader_goes_on(stopped_mid_epoch):
+    from .conftest import call, tool
+
+    call([tool("fairseq-train"), *TINY, "--max-tokens", "200", "--max-update", "2", "--reset-dataloader"],
+         cwd=stopped_mid_epoch)
+    call([tool("fairseq-train"), *TINY, "--max-tokens", "200", "--max-update", "3", "--update-freq", "2"],
+         cwd=stopped_mid_epoch)  # --update-freq groups the same batches
+
+
+def test_a_reset_optimizer_is_warned_and_record_refuses_the_run(stopped_mid_epoch, capsys):
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    from .conftest import call, tool
+
+    result = call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "3", "--reset-optimizer"],
+                  cwd=stopped_mid_epoch)
+    assert "--reset-optimizer: ck/checkpoint_last.pt was at update 1; this run counts its updates from 0" in \
+        result.stderr + result.stdout
+    state = load_fairseq_checkpoint(str(stopped_mid_epoch / "ck" / "checkpoint_last.pt"))
+    assert state["task_state"]["update_restarts"] == [1]
+    assert [h["num_updates"] for h in state["optimizer_history"]] == [1, 3]  # the counts alone look like a resume
+    call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "4"], cwd=stopped_mid_epoch)
+    state = load_fairseq_checkpoint(str(stopped_mid_epoch / "ck" / "checkpoint_last.pt"))
+    assert state["task_state"]["update_restarts"] == [1]  # carried by later resumes
+    from fairseq_syntax_core.errors import InputError
+
+    with pytest.raises(InputError, match="counted 1 updates, then again from 0: a resume with --reset-optimizer"):
+        rs.checkpoint_facts(str(stopped_mid_epoch / "ck"))
+
+
+# ------------------------------------------------------------------ fairseq-interactive --constraints
+@pytest.mark.parametrize("stdin, words", [
+    ("a man is walking .\tun\n\tun\n", "input line 2: 1 constraint(s) after the tab and no source text before it"),
+    ("a man is walking .\tzzqqxx\n", "input line 1: constraint 1 holds a word the target dictionary lacks"),
+    ("a man is walking .\tun\t\n", "input line 1: constraint 2 is empty"),
+])
+def test_interactive_refuses_constraints_it_would_drop_or_force_as_unk(tmp_path, stdin, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    checkpoint = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+    result = call([tool("fairseq-interactive"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax",
+                   "--task", "syntax_translation", "--path", checkpoint, "--constraints"], cwd=tmp_path,
+                  stdin=stdin, expect_ok=False)
+    one_line_error(result, "fairseq-interactive", words)
+
+
+def test_interactive_translates_with_constraints_of_known_words(tmp_path):
+    from .conftest import call, tool
+
+    checkpoint = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+    result = call([tool("fairseq-interactive"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax",
+                   "--task", "syntax_translation", "--path", checkpoint, "--constraints"], cwd=tmp_path,
+                  stdin="a man is walking .\tbâtiment\n")
+    hypothesis = next(line for line in result.stdout.splitlines() if line.startswith("H-0"))
+    assert "bâtiment" in hypothesis.split("\t")[2].split()
+
+
+# ------------------------------------------------------------------ --checkpoint-suffix and fairseq's pruning
+def test_a_new_run_with_a_suffix_refuses_only_the_files_fairseq_would_prune(tmp_path):
+    import shutil
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "checkpoint_x_1_3.pt").write_text("mine\n")  # fairseq's pattern does not match it
+    keep = [*TINY, "--max-tokens", "500", "--max-update", "1", "--save-interval-updates", "1",
+            "--keep-interval-updates", "1", "--checkpoint-suffix", "_x"]
+    call([tool("fairseq-train"), *keep], cwd=tmp_path)
+    assert (tmp_path / "ck" / "checkpoint_x_1_3.pt").read_text() == "mine\n"
+    shutil.rmtree(tmp_path / "ck")
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "checkpoint_1_3_x.pt").write_text("mine\n")  # fairseq would delete this one
+    result = call([tool("fairseq-train"), *keep], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-train", "--save-dir ck holds checkpoint_1_3_x.pt and no checkpoint_last_x.pt")
+    assert (tmp_path / "ck" / "checkpoint_1_3_x.pt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("flags", [["--checkpoint-suffix", ".v("], ["--keep-best-checkpoints", "1",
+                                                                    "--best-checkpoint-metric", "a.b"]])
+def test_a_suffix_or_metric_fairseq_would_read_as_a_regular_expression_is_refused(tmp_path, flags):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-train"), *TINY, "--max-tokens", "500", "--max-update", "1",
+                   "--keep-last-epochs", "1", *flags], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-train", "fairseq finds the checkpoints to delete with a regular expression")
