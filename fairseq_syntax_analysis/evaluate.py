@@ -29,7 +29,7 @@ from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.argtypes import Once, refuse_repeats
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path, \
-    check_outside, content_sha256, read_lines
+    check_outside, lines_sha256, read_lines
 
 from . import buckets as bk
 from .commands import figure_writer, quiet_logging, run_command, text_writer
@@ -354,7 +354,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if decoded.get(entry["name"]) is not None:
             entry["decoded"] = decoded[entry["name"]]
     report["reference"] = args.reference
-    report["reference_sha256"] = content_sha256([args.reference])  # which test set, however its path was typed
+    report["reference_sha256"] = lines_sha256(references)  # the lines scored, however the file was typed or saved
     if profile is not None and profile.perturbation is not None:  # report noise checks its points' p against it
         report["perturbation"] = profile.perturbation
     stats = report.pop("_statistics")

@@ -129,6 +129,15 @@ def content_sha256(paths: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def lines_sha256(lines: Sequence[str]) -> str:
+    """SHA-256 of ``lines`` as text read by :func:`read_lines` (each ended by ``\\n``, UTF-8): the same digest for
+    a file saved with CRLF, a byte-order mark or no final line end, as :func:`read_lines` gives the same lines."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
+
+
 def iter_lines(path: str, start: int = 0, stop: Optional[int] = None, what: str = "input file") -> Iterator[str]:
     """Lines ``start`` to ``stop`` (0-based, stop excluded) of a UTF-8 file, one at a time, as :func:`read_lines`.
 

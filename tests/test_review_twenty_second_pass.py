@@ -60,17 +60,32 @@ def test_every_committed_result_records_the_digest_of_its_references():
 
 @pytest.mark.skipif(not os.path.isdir(SHARED_TESTS), reason="needs ../shared/data/multi30k")
 def test_the_committed_digests_are_those_of_the_multi30k_references(tmp_path):
-    """Each digest is content_sha256 of a gunzipped Multi30k reference whose sentence count the result has."""
-    from fairseq_syntax_core.fileio import content_sha256
+    """Each digest is that of the lines of a Multi30k reference whose sentence count the result has."""
+    from fairseq_syntax_core.fileio import lines_sha256, read_lines
 
     references = {}
     for lang in ("de", "fr"):
-        text = gzip.open(os.path.join(SHARED_TESTS, f"test_2016_flickr.{lang}.gz")).read()
-        (tmp_path / lang).write_bytes(text)
-        references[content_sha256([str(tmp_path / lang)])] = len(text.decode("utf-8").splitlines())
+        (tmp_path / lang).write_bytes(gzip.open(os.path.join(SHARED_TESTS, f"test_2016_flickr.{lang}.gz")).read())
+        lines = read_lines(str(tmp_path / lang))
+        references[lines_sha256(lines)] = len(lines)
     for path in COMMITTED:
         for name, test in json.load(open(path, encoding="utf-8"))["tests"].items():
             assert references.get(test["reference_sha256"]) == test["sentences"], (path, name)
+
+
+def test_one_reference_saved_another_way_has_one_digest(tmp_path):
+    """CRLF, a byte-order mark or no final line end: the lines scored are the same, and so is the digest."""
+    from fairseq_syntax_core.fileio import lines_sha256, read_lines
+
+    saved = {"lf": b"ein Mann .\nzwei Hunde .\n", "crlf": b"ein Mann .\r\nzwei Hunde .\r\n",
+             "bom": b"\xef\xbb\xbfein Mann .\nzwei Hunde .\n", "no_end": b"ein Mann .\nzwei Hunde ."}
+    digests = set()
+    for name, data in saved.items():
+        (tmp_path / name).write_bytes(data)
+        digests.add(lines_sha256(read_lines(str(tmp_path / name))))
+    assert len(digests) == 1
+    (tmp_path / "other").write_bytes(b"ein Mann .\nzwei Hunde\n")
+    assert lines_sha256(read_lines(str(tmp_path / "other"))) not in digests
 
 
 # ------------------------------------------------------------------ fairseq-train resumed
