@@ -203,3 +203,28 @@ def caller_segmenters(cfg: Any, given: Mapping) -> None:
             replaced = True
     if replaced:
         overwrite_args_by_name(cfg, dict(given))  # fairseq's own rebuild of a section the checkpoint lacks
+
+
+def stored_types_problem(settings: Mapping[str, Any]) -> Optional[str]:
+    """A checkpoint's stored model setting of another type than the model's option (``dropout='0.1'``: fairseq
+    builds the model and fails in the first forward), named with its key, or None. The types are those the
+    model's own command-line options parse to (``add_args``)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model_class = ARCH_MODEL_REGISTRY.get(settings.get("arch")) if isinstance(settings.get("arch"), str) else None
+    if model_class is None or not hasattr(model_class, "add_args"):
+        return None
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    try:
+        model_class.add_args(parser)
+    except (argparse.ArgumentError, TypeError, ValueError):  # an option fairseq defines twice: not checked here
+        return None
+    for action in parser._actions:
+        value = settings.get(action.dest)
+        if action.type not in (int, float) or value is None or action.dest not in settings:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (action.type is int and isinstance(value, float)):
+            return (f"its stored setting {action.dest} is {one_line(repr(value))[:40]}, not the "
+                    f"{'whole number' if action.type is int else 'number'} {action.option_strings[0]} takes (edited?)")
+    return None

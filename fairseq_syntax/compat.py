@@ -23,11 +23,10 @@ fairseq function                        what the wrapper adds                   
                                         would not load weights-only
                                         (``checkpoint_loader``)
 ``checkpoint_utils.torch_persistent_save``  a checkpoint that cannot be written    0.12.2,
-                                        (disk full, a failed write) is an       0.12.3 (main)
-                                        OSError naming it, printed as one line
-                                        (fairseq: ``OSError: [Errno 28]``
-                                        naming no file, or torch's zip
-                                        writer's ``RuntimeError``)
+``checkpoint_utils.PathManager.copy``   is an OSError naming it, and leaves no  0.12.3 (main)
+                                        partial file; checkpoint_best/_last
+                                        are copied atomically
+                                        (:mod:`.checkpoint_writes`)
 ``checkpoint_utils.load_checkpoint``    warns when an NSD model would choose    0.12.2,
                                         ``checkpoint_best.pt`` on the loss      0.12.3 (main)
                                         with the distance terms (or a target
@@ -76,7 +75,6 @@ fairseq function                        what the wrapper adds                   
 =====================================  ======================================  ===========
 """
 
-import errno
 import functools
 import inspect
 import logging
@@ -101,6 +99,7 @@ from .results_file import earlier_results_kept, generate_main
 from .fairseq_settings import (  # the checks the wrappers apply
     adopt_torchrun_on_cpu, distributed_cpu_error, generation_shards_error, install_setting_guards,
 )
+from .checkpoint_writes import wrap_checkpoint_writes
 from .command_settings import command_settings_error
 
 #: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)
@@ -274,40 +273,6 @@ def _wrap_call_main(distributed_utils) -> bool:
 
     call_main._fairseq_syntax = True  # type: ignore[attr-defined]
     distributed_utils.call_main = call_main
-    return True
-
-
-#: torch.save's messages when its zip writer could not write the file (the disk filled up meanwhile)
-_TORCH_WRITE_FAILURES = ("PytorchStreamWriter", "inline_container")
-
-
-def _wrap_torch_persistent_save(checkpoint_utils) -> bool:
-    """``checkpoint_utils.torch_persistent_save``: a checkpoint that cannot be written is an OSError
-    naming it (fairseq: ``OSError: [Errno 28] No space left on device`` naming no file, or torch's
-    ``RuntimeError ... unexpected pos``), which the error hook prints as one line."""
-    original = getattr(checkpoint_utils, "torch_persistent_save", None)
-    if original is None or getattr(original, "_fairseq_syntax", False):
-        return original is not None
-    if tuple(inspect.signature(original).parameters)[:2] != ("obj", "filename"):
-        logger.warning("fairseq's torch_persistent_save has changed: checkpoint write errors will not name the file")
-        return False
-
-    @functools.wraps(original)
-    def torch_persistent_save(obj, filename, *args, **kwargs):
-        try:
-            return original(obj, filename, *args, **kwargs)
-        except OSError as error:
-            if error.filename is not None or not error.strerror:
-                raise
-            raise OSError(error.errno, error.strerror, str(filename)) from error
-        except RuntimeError as error:
-            if not any(mark in str(error) for mark in _TORCH_WRITE_FAILURES):
-                raise
-            raise OSError(errno.EIO, f"torch could not write the checkpoint ({str(error).splitlines()[0][:200]}); "
-                                     "is the disk full?", str(filename)) from error
-
-    torch_persistent_save._fairseq_syntax = True  # type: ignore[attr-defined]
-    checkpoint_utils.torch_persistent_save = torch_persistent_save
     return True
 
 
@@ -486,7 +451,7 @@ def install() -> None:
     _wrap_crash_save(trainer_module)
     _nan_detector_without_module_backward_hooks(trainer_module)
     _wrap_load_checkpoint(checkpoint_utils)
-    _wrap_torch_persistent_save(checkpoint_utils)
+    wrap_checkpoint_writes(checkpoint_utils)
     _wrap_buffered_read()
     _wrap_make_batches()
     _wrap_generate_main()

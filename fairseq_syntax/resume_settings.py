@@ -80,6 +80,9 @@ def resume_error(cfg: Any) -> Optional[str]:
                        "fairseq-syntax-report record will not take it as one run")
     if restarts:
         os.environ[RESTARTS_ENV] = json.dumps(restarts)
+    problem = _carried_state_error(cfg, state, path)
+    if problem is not None:
+        return problem
     if resets[1]:
         return None
     extra = state.get("extra_state") if isinstance(state.get("extra_state"), dict) else {}
@@ -95,6 +98,39 @@ def resume_error(cfg: Any) -> Optional[str]:
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume with {flag} "
             f"{one_line(str(stored))[:40]} (or --reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _carried_state_error(cfg: Any, state: dict, path: str) -> Optional[str]:
+    """What fairseq carries over from the checkpoint into a run that reads it otherwise: the learning-rate
+    scheduler's state under another ``--lr-scheduler`` (a bare KeyError), the best validation value of another
+    ``--best-checkpoint-metric`` (compared with the new metric: checkpoint_best.pt frozen). Warns that
+    ``--finetune-from-model`` is not read when the run resumes its own checkpoint (fairseq's rule)."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    stored = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+    shown = one_line(path)[:120]
+    finetune = getattr(checkpoint, "finetune_from_model", None)
+    if finetune and getattr(checkpoint, "restore_file", "checkpoint_last.pt") == "checkpoint_last.pt":
+        logger.warning(f"--finetune-from-model {one_line(str(finetune))[:80]}: {shown} exists, so fairseq resumes "
+                       "that run and does not read the model (it does on a first launch only; another --save-dir "
+                       "starts the fine-tuning)")
+    reset_optimizer = getattr(checkpoint, "reset_optimizer", False)
+    scheduler = stored.get("lr_scheduler") if isinstance(stored.get("lr_scheduler"), dict) else {}
+    before, now = scheduler.get("_name"), getattr(getattr(cfg, "lr_scheduler", None), "_name", None)
+    if not (reset_optimizer or getattr(checkpoint, "reset_lr_scheduler", False)) and isinstance(before, str) \
+            and isinstance(now, str) and before != now:
+        return (f"{shown} was trained with --lr-scheduler {one_line(before)[:40]}, and fairseq would load its "
+                f"state into {one_line(now)[:40]}: resume with --lr-scheduler {one_line(before)[:40]}, or give "
+                "--reset-lr-scheduler")
+    extra = state.get("extra_state") if isinstance(state.get("extra_state"), dict) else {}
+    saved = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
+    if "best" in extra and not (reset_optimizer or getattr(checkpoint, "reset_meters", False)):
+        for key, flag in (("best_checkpoint_metric", "--best-checkpoint-metric"),
+                          ("maximize_best_checkpoint_metric", "--maximize-best-checkpoint-metric")):
+            if key in saved and saved[key] != getattr(checkpoint, key, saved[key]):
+                return (f"{shown} kept its best checkpoint by {flag} {one_line(str(saved[key]))[:40]}, and fairseq "
+                        f"would compare that best value with {one_line(str(getattr(checkpoint, key)))[:40]}: resume "
+                        "with the stored setting, or give --reset-meters (the best starts over)")
+    return None
 
 
 def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:

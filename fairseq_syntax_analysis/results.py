@@ -45,7 +45,7 @@ from .train_log import logged_run, training_seconds, valid_metrics
 
 
 # ------------------------------------------------------------------------------ record
-def checkpoint_facts(save_dir: str) -> Dict:
+def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
     """Updates and epoch of ``checkpoint_last.pt``, best epoch and valid loss of ``checkpoint_best.pt``
     (read weights-only: a checkpoint holding anything but fairseq's own objects is refused, not run; one
     not shaped as fairseq's is refused as fairseq's readers refuse it)."""
@@ -53,9 +53,13 @@ def checkpoint_facts(save_dir: str) -> Dict:
 
     facts: Dict = {}
     for which in ("last", "best"):
-        path = os.path.join(save_dir, f"checkpoint_{which}.pt")
+        path = os.path.join(save_dir, f"checkpoint_{which}{suffix}.pt")
         if not os.path.lexists(path):
-            raise InputError(path, None, "not found: the run did not save a checkpoint")
+            others = sorted(n for n in (os.listdir(save_dir) if os.path.isdir(save_dir) else [])
+                            if re.fullmatch(rf"checkpoint_{which}(.+)\.pt", n) and n != f"checkpoint_{which}{suffix}.pt")
+            hint = (f" (it holds {quoted(others[0], 60)}: give the run's --checkpoint-suffix)" if others
+                    else ": the run did not save a checkpoint")
+            raise InputError(path, None, f"not found{hint}")
         state = load_fairseq_checkpoint(path)
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
@@ -89,7 +93,7 @@ def checkpoint_facts(save_dir: str) -> Dict:
                                                and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
     problem = same_run_problem(facts)
     if problem is not None:
-        raise InputError(os.path.join(save_dir, "checkpoint_best.pt"), None, problem)
+        raise InputError(os.path.join(save_dir, f"checkpoint_best{suffix}.pt"), None, problem)
     return facts
 
 
@@ -107,6 +111,16 @@ def _decoded_differs(decoded: Dict, facts: Dict) -> List[str]:
     if isinstance(updates, int) and not isinstance(updates, bool) and updates > facts["last_updates"]:
         differ.append(f"updates ({updates}, the last checkpoint: {facts['last_updates']})")
     return differ
+
+
+def _other_suffix(decoded: object, save_dir: str, suffix: str) -> Optional[str]:
+    """The checkpoint a generate log says it decoded, when it is one of ``save_dir``'s named with another
+    ``--checkpoint-suffix`` than ``suffix`` (another run in the same folder), else None."""
+    path = decoded.get("checkpoint") if isinstance(decoded, dict) else None
+    if not isinstance(path, str) or os.path.realpath(os.path.dirname(path) or ".") != os.path.realpath(save_dir):
+        return None
+    match = re.fullmatch(r"checkpoint(?:_best|_last|\d+|_\d+_\d+)(.*)\.pt", os.path.basename(path))
+    return path if match is not None and match.group(1) != suffix else None
 
 
 def _shown(identity: Dict[str, object]) -> str:
@@ -269,6 +283,8 @@ def get_parser() -> argparse.ArgumentParser:
     rec.add_argument("--seed", type=int, required=True)
     rec.add_argument("--flags", default="", help="the training flags that differ from the recipe's")
     rec.add_argument("--save-dir", required=True, help="the run's checkpoint folder")
+    rec.add_argument("--checkpoint-suffix", default="",
+                     help="fairseq-train's --checkpoint-suffix of the run (its checkpoint_last/_best carry it)")
     rec.add_argument("--train-log", default=None,
                      help="the run's fairseq-train log: the validation metrics of the best checkpoint's update "
                           "(loss, the translation's own nll_loss, nll_loss_fed ...) go into the result as best_valid")
@@ -342,10 +358,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if isinstance(reference, str) and name not in os.path.basename(reference):
                 print(f"{PROG}: warning: --eval {one_line(name)[:40]}: {one_line(path)} scores the reference "
                       f"{quoted(reference, 80)}, whose name is not the test set's: is it that test set?", file=sys.stderr)
-        checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}.pt") for w in ("last", "best")]
+        if os.sep in args.checkpoint_suffix or "\0" in args.checkpoint_suffix:
+            parser.error("--checkpoint-suffix: expected a file-name suffix without a path separator")
+        checkpoints = [os.path.join(args.save_dir, f"checkpoint_{w}{args.checkpoint_suffix}.pt")
+                       for w in ("last", "best")]
         check_output_path(args.out, [p.partition("=")[2] for p in args.eval] + checkpoints
                           + ([args.train_log] if args.train_log else []), "--out")
-        facts = checkpoint_facts(args.save_dir)
+        facts = checkpoint_facts(args.save_dir, args.checkpoint_suffix)
         arch = args.arch or args.model.split(".")[0]  # a model name is its architecture and a tag
         problem = identity_problem(facts, arch, args.seed, args.max_update)
         if problem is not None:
@@ -354,6 +373,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             record = ev["systems"][0].get("decoded")
             read = record.get("checkpoints") if isinstance(record, dict) else None
             for decoded in read if isinstance(read, list) else []:
+                other = _other_suffix(decoded, args.save_dir, args.checkpoint_suffix)
+                if other is not None:
+                    raise InputError(eval_paths[test], None, f"evaluates translations of {quoted(other, 120)}, a "
+                                     f"checkpoint of --save-dir named with another --checkpoint-suffix than "
+                                     f"{quoted(args.checkpoint_suffix, 40)}: record that run (its suffix)")
                 differ = _decoded_differs(decoded, facts) if isinstance(decoded, dict) else []
                 if differ:  # the log's own record of the checkpoints that made the translations
                     raise InputError(eval_paths[test], None, f"evaluates translations a checkpoint of another run "

@@ -332,11 +332,14 @@ def test_data_bin_files_that_are_folders_are_named_as_such(tmp_path):
 # ------------------------------------------------------------------ a fourth pass (fresh cases per class)
 
 @pytest.mark.parametrize("value", ["[1]", "7", '"x"'])
-def test_a_provenance_that_is_not_an_object_is_unchecked_not_a_crash(value):
+def test_a_provenance_that_is_not_an_object_is_marked_damaged_not_a_crash(value):
+    """Present but not a record (edited): marked, and refused when the checkpoint keeps no whole copy."""
     from fairseq_syntax.data import provenance
 
-    assert provenance.decode(value) is None
-    assert "records no hashes" in provenance.unchecked(provenance.decode(value))
+    assert provenance.decode(value) == {provenance.DAMAGED: True}
+    whole = {"dictionaries_sha256": {"dict.en.txt": "a" * 64}}
+    assert provenance.kept(provenance.decode(value), whole) == whole
+    assert provenance.kept(None, provenance.decode(value)) == {provenance.DAMAGED: True}
 
 
 def test_a_malformed_bpe_codes_hash_is_reported_unchecked_not_compared():

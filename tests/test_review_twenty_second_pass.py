@@ -217,3 +217,136 @@ def test_a_suffix_or_metric_fairseq_would_read_as_a_regular_expression_is_refuse
     result = call([tool("fairseq-train"), *TINY, "--max-tokens", "500", "--max-update", "1",
                    "--keep-last-epochs", "1", *flags], cwd=tmp_path, expect_ok=False)
     one_line_error(result, "fairseq-train", "fairseq finds the checkpoints to delete with a regular expression")
+
+
+# ------------------------------------------------------------------ twenty-third pass: the checkpoint lifecycle
+DATA = os.path.join(FIXTURE, "data-bin")
+GENERATE = ["--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--gen-subset", "test", "--beam", "2"]
+
+
+def _edited(folder, edit, name="edited.pt"):
+    """The release fixture's dep_rel checkpoint with ``edit(state)`` applied, saved as ``folder/name``."""
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    from .helpers import RELEASE_CHECKPOINT
+
+    state = load_checkpoint(RELEASE_CHECKPOINT)
+    edit(state)
+    torch.save(state, os.path.join(str(folder), name))
+    return os.path.join(str(folder), name)
+
+
+def test_a_failed_copy_to_checkpoint_last_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
+    import errno
+    import shutil
+
+    import fairseq_syntax  # noqa: F401 - installs the wrappers
+    from fairseq import checkpoint_utils
+
+    (tmp_path / "checkpoint3.pt").write_bytes(b"new" * 1000)
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"old checkpoint")
+
+    def half_copy(src, dst):
+        with open(dst, "wb") as handle:
+            handle.write(b"ne")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", half_copy)
+    with pytest.raises(OSError) as raised:
+        checkpoint_utils.PathManager.copy(str(tmp_path / "checkpoint3.pt"), str(tmp_path / "checkpoint_last.pt"),
+                                          overwrite=True)
+    assert (raised.value.filename, raised.value.filename2) == (str(tmp_path / "checkpoint3.pt"),
+                                                               str(tmp_path / "checkpoint_last.pt"))
+    assert (tmp_path / "checkpoint_last.pt").read_bytes() == b"old checkpoint"
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint3.pt", "checkpoint_last.pt"]
+
+
+def test_a_failed_checkpoint_save_leaves_no_partial_file(tmp_path, monkeypatch):
+    import errno
+
+    import fairseq_syntax  # noqa: F401 - installs the wrappers
+    from fairseq import checkpoint_utils
+
+    def half_save(obj, handle):
+        handle.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_utils, "_torch_persistent_save", half_save)
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        checkpoint_utils.torch_persistent_save({"x": 1}, str(tmp_path / "checkpoint2.pt"))
+    assert raised.value.filename == str(tmp_path / "checkpoint2.pt")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--best-checkpoint-metric", "ppl"], "kept its best checkpoint by --best-checkpoint-metric loss, and fairseq "
+                                          "would compare that best value with ppl"),
+    (["--lr-scheduler", "reduce_lr_on_plateau"], "was trained with --lr-scheduler fixed, and fairseq would load its "
+                                                 "state into reduce_lr_on_plateau"),
+])
+def test_a_resume_that_would_misread_the_carried_state_is_refused(stopped_mid_epoch, flags, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "3", *flags],
+                  cwd=stopped_mid_epoch, expect_ok=False)
+    one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt", words)
+    fixes = {"--best-checkpoint-metric": "--reset-meters", "--lr-scheduler": "--reset-lr-scheduler"}
+    call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "3", *flags, fixes[flags[0]]],
+         cwd=stopped_mid_epoch)
+
+
+def test_finetune_from_model_on_a_run_that_resumes_is_said(stopped_mid_epoch):
+    from .conftest import call, tool
+
+    result = call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "2",
+                   "--finetune-from-model", os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")],
+                  cwd=stopped_mid_epoch)
+    assert "ck/checkpoint_last.pt exists, so fairseq resumes that run and does not read the model" in \
+        result.stderr + result.stdout
+
+
+def test_record_reads_the_checkpoints_of_the_suffix_given(stopped_mid_epoch):
+    from fairseq_syntax_core.errors import InputError
+
+    folder = stopped_mid_epoch / "ck"
+    for which in ("last", "best"):
+        os.rename(folder / f"checkpoint_{which}.pt", folder / f"checkpoint_{which}_x.pt")
+    with pytest.raises(InputError, match=r"checkpoint_last.pt: not found \(it holds 'checkpoint_last_x.pt': give "):
+        rs.checkpoint_facts(str(folder))
+    assert rs.checkpoint_facts(str(folder), "_x")["last_updates"] == 1
+    decoded = {"checkpoint": str(folder / "checkpoint_best_x.pt")}
+    assert rs._other_suffix(decoded, str(folder), "") == str(folder / "checkpoint_best_x.pt")
+    assert rs._other_suffix(decoded, str(folder), "_x") is None
+
+
+def _damage_provenance(state):
+    state["cfg"]["model"].syntax_provenance = None
+    state["task_state"]["syntax_provenance"] = "{bad"
+
+
+@pytest.mark.parametrize("edit, words", [
+    (_damage_provenance, "its stored syntax_provenance (cfg.model, task_state) is not a record of the data"),
+    (lambda state: setattr(state["cfg"]["model"], "dropout", "0.1"),
+     "its stored settings: its stored setting dropout is '0.1', not the number --dropout takes"),
+])
+def test_generate_refuses_a_checkpoint_whose_stored_records_were_edited(tmp_path, edit, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    path = _edited(tmp_path, edit)
+    result = call([tool("fairseq-generate"), DATA, *GENERATE, "--path", path], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-generate", "edited.pt", words)
+
+
+def test_validate_refuses_stored_languages_the_data_bin_does_not_hold(tmp_path):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    path = _edited(tmp_path, lambda state: state["cfg"]["task"].update(source_lang=5))
+    result = call([tool("fairseq-validate"), DATA, "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                   "--path", path, "--valid-subset", "test", "--max-tokens", "2000"], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-validate", "--source-lang 5 (given, or stored in", "edited.pt's settings)",
+                   "holds en and fr (its syntax.json)")

@@ -55,6 +55,8 @@ DICTIONARIES = "dictionaries_sha256"
 DIRECTION = "direction"
 #: set by :func:`decode` to the name of a field whose value was not a hash (not compared, reported unchecked)
 MALFORMED = "_malformed"
+#: the key :func:`decode` sets for a stored record that is not one (not JSON of an object: edited?)
+DAMAGED = "_damaged"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: the fields compared when raw text is parsed (:func:`differences`)
 FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
@@ -132,9 +134,9 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
     try:
         data = json.loads(value) if isinstance(value, str) else dict(value)
     except (TypeError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):  # a forged record ("[1]", "7"): nothing to compare, warned as unchecked
-        return None
+        data = None
+    if not isinstance(data, dict):  # a damaged or forged record ("{bad", "[1]"): refused when nothing else is kept
+        return {DAMAGED: True}
     hashes = data.get(DICTIONARIES)
     decoded = {k: data.get(k) for k in FIELDS}
     codes = decoded.get("bpe_codes_sha256")
@@ -231,7 +233,14 @@ def of_checkpoint(path: str) -> Optional[Dict]:
     cfg = state.get("cfg")
     model = (cfg.get("model") if isinstance(cfg, dict) else None) or state.get("args")
     stored = model.get(ARG) if isinstance(model, dict) else getattr(model, ARG, None)
-    return decode(stored) or decode((state.get("task_state") or {}).get(ARG)) or {}
+    return kept(decode(stored), decode((state.get("task_state") or {}).get(ARG))) or {}
+
+
+def kept(*records: Optional[Dict]) -> Optional[Dict]:
+    """The first of a checkpoint's decoded copies of its record (its args', its task state's) that is whole; a
+    damaged one only when no copy is whole; None when it keeps none."""
+    present = [r for r in records if r]
+    return next((r for r in present if not r.get(DAMAGED)), present[0] if present else None)
 
 
 def restored_checkpoint(model_cfg) -> Optional[str]:

@@ -8,7 +8,8 @@ from fairseq import utils
 
 from fairseq_syntax import resume_settings
 from fairseq_syntax.data import provenance
-from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
+from fairseq_syntax_core import checkpoint_loader
+from fairseq_syntax_core.errors import CheckpointError, DataBinError, InputError, UsageError
 from fairseq_syntax_core.fileio import check_bpe_codes
 from fairseq_syntax_core.oneline import one_line, quoted
 
@@ -52,6 +53,13 @@ class DataIdentity:
         """Refuse (``--allow-other-data-bin``: warn) a checkpoint whose data-bin's dictionaries, BPE codes or
         projection rule differ from this one's, naming them; warn once when the checkpoint records no hashes."""
         data_path = utils.split_paths(self.cfg.data)[0]
+        if (trained or {}).get(provenance.DAMAGED):  # present and not a record: edited, not an earlier release
+            path = checkpoint_loader.last_read if what == "the checkpoint" and checkpoint_loader.last_read else what
+            message = (f"its stored {provenance.ARG} (cfg.model, task_state) is not a record of the data it was "
+                       "trained on (edited?), so the data-bin cannot be checked against it")
+            self._refuse_unless_allowed(CheckpointError(path, None, f"{message}; use an intact checkpoint, or give "
+                                                                    "--allow-other-data-bin to go on"), message)
+            return
         missing = provenance.unchecked(trained, self.data_provenance())
         if missing is not None and missing not in self._provenance_warned:
             self._provenance_warned.add(missing)

@@ -11,7 +11,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 
 from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_auxiliary import check_criterion
-from fairseq_syntax.checkpoints import stored_criterion_problem, stored_settings
+from fairseq_syntax.checkpoints import stored_criterion_problem, stored_settings, stored_types_problem
 from fairseq_syntax.criterions.fed_back_validation import fed_back_logging, reduce_fed_back_metrics
 from fairseq_syntax.data import provenance
 from fairseq_syntax.data.data_bin_checks import (
@@ -39,6 +39,7 @@ from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.errors import CheckpointError, DataBinError, UsageError
 from fairseq_syntax_core.names import LANGUAGE, name_problem
+from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.shards import missing_shards
 
 from .config import SyntaxTranslationConfig, _is_syntax_model, _missing, _set_arg, check_config  # noqa: F401
@@ -115,7 +116,14 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
                 raise UsageError(f"{flag} (given, or stored in the checkpoint's settings): {problem}")
         if cfg.source_lang is None and cfg.target_lang is None and "source_lang" in metadata:
             cfg.source_lang, cfg.target_lang = metadata["source_lang"], metadata.get("target_lang")
-        for lang in (cfg.source_lang, cfg.target_lang):
+        made = [metadata.get(k) for k in ("source_lang", "target_lang") if isinstance(metadata.get(k), str)]
+        for flag, lang in (("--source-lang", cfg.source_lang), ("--target-lang", cfg.target_lang)):
+            if lang is not None and made and lang not in made and \
+                    not os.path.exists(os.path.join(data_path, f"dict.{lang}.txt")):
+                where = f"stored in {one_line(checkpoint_loader.last_read)[:120]}'s settings" \
+                    if checkpoint_loader.last_read else "stored in a checkpoint's settings"
+                raise UsageError(f"{flag} {one_line(str(lang))[:20]} (given, or {where}): the data-bin "
+                                 f"{one_line(data_path)[:120]} holds {' and '.join(made)} (its syntax.json)")
             if lang is not None:
                 check_dictionary(os.path.join(data_path, f"dict.{lang}.txt"), "dictionary")
         task = TranslationTask.setup_task.__func__(TranslationTask, cfg, **kwargs)
@@ -313,7 +321,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             # what the model was trained on (its args; fairseq's own models: the task state loaded just
             # before): its data-bin's files are compared now, its parser when it parses raw text (online_parser)
             stored, self._state_provenance = self._state_provenance, None
-            self.model_provenance = provenance.decode(getattr(cfg, provenance.ARG, None)) or stored
+            self.model_provenance = provenance.kept(provenance.decode(getattr(cfg, provenance.ARG, None)), stored)
             self.loaded_provenances.append(self.model_provenance)
             self._check_data_bin(self.model_provenance, "the checkpoint")
         else:
@@ -330,6 +338,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             raise UsageError(problem)
         check_probabilities(settings)
         with stored_settings(from_checkpoint):  # a refusal of stored settings names the checkpoint
+            problem = stored_types_problem(settings) if from_checkpoint else None
+            if problem is not None:
+                raise UsageError(problem)
             model = super().build_model(cfg, from_checkpoint)
         # training needs the gold target syntax; decoding predicts it (a checkpoint decodes without it)
         self.request_inputs(model, require_target=not from_checkpoint)
