@@ -11,6 +11,7 @@ paths before any work, and writes atomically; SIGTERM and Ctrl-C leave nothing b
 """
 
 import argparse
+import os
 import sys
 from typing import Callable, List, Optional
 
@@ -19,6 +20,7 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from fairseq_syntax_core.argtypes import positive, refuse_repeats, workers
 from .conllu import format_conllu
+from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
@@ -32,6 +34,18 @@ def _read(path: str) -> List[str]:
     if not lines:
         raise InputError(path, None, "is empty: expected one sentence per line")
     return nonempty_lines(path, lines)
+
+
+def _check_output(path: str, inputs: List[str], overwrite: bool, flag: str = "--output") -> None:
+    """``check_output_path``, and: never a file of a data-bin (a folder holding our syntax.json), and an existing
+    file only with ``--overwrite`` (the user's file is not replaced without a word)."""
+    check_output_path(path, inputs, flag)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path) == METADATA_FILE or os.path.isfile(os.path.join(folder, METADATA_FILE)):
+        raise InputError(path, None, f"{flag} is inside the data-bin {folder} (its {METADATA_FILE}): writing there "
+                         "would break it; write elsewhere")
+    if os.path.lexists(path) and not overwrite:
+        raise InputError(path, None, f"{flag} exists: give --overwrite to replace it, or another file")
 
 
 def _run(prog: str, main: Callable[[], None]) -> None:
@@ -60,6 +74,7 @@ def tokenize_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--workers", type=workers, default=1)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     args = refuse_repeats(parser).parse_args(argv)
     problem = name_problem(LANGUAGE, args.lang)
     if problem is not None:  # sacremoses would read it as a language without rules, and tokenize otherwise
@@ -69,7 +84,7 @@ def tokenize_main(argv: Optional[List[str]] = None) -> None:
               "languages): abbreviations are split as sentence ends", file=sys.stderr)
 
     def main():
-        check_output_path(args.output, [args.input])
+        _check_output(args.output, [args.input], args.overwrite)
         tokens = tokenize_lines(_read(args.input), args.lang, workers=args.workers)
         atomic_write(args.output, (" ".join(t) + "\n" for t in tokens))
 
@@ -85,11 +100,12 @@ def parse_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--pos-column", choices=["upos", "xpos"], default="upos")
     parser.add_argument("--parser-disable", default=",".join(DEFAULT_DISABLED))
     parser.add_argument("--workers", type=workers, default=1)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     parser.add_argument("--batch-size", type=positive, default=512)
     args = refuse_repeats(parser).parse_args(argv)
 
     def main():
-        check_output_path(args.output, [args.input])
+        _check_output(args.output, [args.input], args.overwrite)
         lines = [line.split() for line in _read(args.input)]
         nlp = load_pipeline(args.parser, [c for c in args.parser_disable.split(",") if c])
         trees = parse_lines(nlp, lines, args.pos_column, args.workers, args.batch_size, args.input)
@@ -111,6 +127,7 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--input", help="tokenized text to segment (with --output)")
     parser.add_argument("--output", help="where the segmented --input goes")
     parser.add_argument("--workers", type=workers, default=1)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     args = refuse_repeats(parser).parse_args(argv)
     if not args.learn and not args.input:
         parser.error("give --learn FILES (write --codes), --input FILE --output FILE (apply --codes), or both")
@@ -120,11 +137,11 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
     def main():
         inputs = list(args.learn or []) + ([args.input] if args.input else [])
         if args.learn:
-            check_output_path(args.codes, inputs, "--codes")
+            _check_output(args.codes, inputs, args.overwrite, "--codes")
         else:
             check_bpe_codes(args.codes)
         if args.input:
-            check_output_path(args.output, inputs + [args.codes])
+            _check_output(args.output, inputs + [args.codes], args.overwrite)
         if args.learn:
             lines = [line.split() for path in args.learn for line in _read(path)]
             if not lines:

@@ -350,3 +350,31 @@ def test_validate_refuses_stored_languages_the_data_bin_does_not_hold(tmp_path):
                    "--path", path, "--valid-subset", "test", "--max-tokens", "2000"], cwd=tmp_path, expect_ok=False)
     one_line_error(result, "fairseq-validate", "--source-lang 5 (given, or stored in", "edited.pt's settings)",
                    "holds en and fr (its syntax.json)")
+
+
+# ------------------------------------------------------------------ twenty-fourth pass: the stage tools' outputs
+@pytest.mark.parametrize("argv, output", [
+    (["fairseq-syntax-tokenize", "--lang", "en", "--input", "text.en", "--output"], "out.txt"),
+    (["fairseq-syntax-bpe", "--learn", "text.en", "--symbols", "5", "--codes"], "out.txt"),
+])
+def test_a_stage_tool_replaces_an_existing_file_only_with_overwrite_and_never_a_data_bins(tmp_path, argv, output):
+    import shutil
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    (tmp_path / "text.en").write_text("a man is walking .\ntwo dogs play in the snow .\n" * 5, encoding="utf-8")
+    (tmp_path / output).write_text("mine\n", encoding="utf-8")
+    command = [tool(argv[0]), *argv[1:]]
+    result = call([*command, output], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, argv[0], f"{output}: {argv[-1]} exists: give --overwrite to replace it")
+    assert (tmp_path / output).read_text(encoding="utf-8") == "mine\n"
+    call([*command, output, "--overwrite"], cwd=tmp_path)
+    assert (tmp_path / output).read_text(encoding="utf-8") != "mine\n"
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    for inside in ("data-bin/dict.en.txt", "data-bin/new.txt", "data-bin/syntax.json"):
+        before = sorted(os.listdir(tmp_path / "data-bin"))
+        result = call([*command, inside, "--overwrite"], cwd=tmp_path, expect_ok=False)
+        one_line_error(result, argv[0], f"{argv[-1]} is inside the data-bin", "write elsewhere")
+        assert sorted(os.listdir(tmp_path / "data-bin")) == before
+    assert (tmp_path / "data-bin" / "dict.en.txt").read_bytes() == open(os.path.join(DATA, "dict.en.txt"), "rb").read()

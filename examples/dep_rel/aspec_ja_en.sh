@@ -39,7 +39,7 @@ nlp = spacy.blank('ja')  # SudachiPy word segmentation, as ginza uses
 for line in open(sys.argv[1], encoding='utf-8'):
     print(' '.join(t.text for t in nlp.make_doc(line.strip()) if not t.is_space))
 " "$OUT/raw/$split.ja.raw" > "$OUT/raw/$split.ja"; fi
-  fairseq-syntax-tokenize --lang en --input "$OUT/raw/$split.en.raw" --output "$OUT/raw/$split.en" --workers 2
+  fairseq-syntax-tokenize --lang en --input "$OUT/raw/$split.en.raw" --output "$OUT/raw/$split.en" --workers 2 --overwrite
 done
 valid=dev
 fairseq-syntax-preprocess -s ja -t en --pretokenized \
