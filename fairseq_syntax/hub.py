@@ -73,6 +73,7 @@ class SyntaxHubInterface(GeneratorHubInterface):
         """fairseq's, the task parsing each sentence's own text (sample id = position in the list)."""
         if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
             return self.generate([tokenized_sentences], *args, **kwargs)[0]
+        check_hub_generation(kwargs)
         remember = getattr(self.task, "remember_source_texts", None)
         if remember is None:
             return super().generate(tokenized_sentences, *args, **kwargs)
@@ -96,6 +97,22 @@ class SyntaxHubInterface(GeneratorHubInterface):
         for batch in super()._build_batches(tokens, skip_invalid_size_inputs):
             self._batched_ids.extend(int(i) for i in batch["id"].tolist())
             yield batch
+
+
+def check_hub_generation(given: Dict[str, Any]) -> None:
+    """Generation keywords the hub's ``translate``/``sample``/``generate`` have no use for, refused as
+    fairseq-interactive refuses them (fairseq ignored ``prefix_size``, and failed on the others deep inside)."""
+    if isinstance(given.get("prefix_size"), int) and given["prefix_size"] > 0:
+        raise UsageError(f"prefix_size={given['prefix_size']}: the hub has no reference to take a prefix from: leave "
+                         "it out")
+    if given.get("score_reference"):
+        raise UsageError("score_reference: the hub translates sentences and has no reference to score; use "
+                         "fairseq-generate --score-reference on a data-bin split")
+    if given.get("constraints") is not None:
+        raise UsageError("constraints: the hub passes no constraints to the search; use fairseq-interactive "
+                         "--constraints (SOURCE<tab>CONSTRAINT lines)")
+    if "print_alignment" in given and given["print_alignment"] not in (None, "hard", "soft"):
+        raise UsageError(f"print_alignment={quoted(given['print_alignment'], 20)}: expected 'hard' or 'soft'")
 
 
 def _ids_key(ids: torch.Tensor) -> bytes:

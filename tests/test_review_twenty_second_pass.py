@@ -378,3 +378,59 @@ def test_a_stage_tool_replaces_an_existing_file_only_with_overwrite_and_never_a_
         one_line_error(result, argv[0], f"{argv[-1]} is inside the data-bin", "write elsewhere")
         assert sorted(os.listdir(tmp_path / "data-bin")) == before
     assert (tmp_path / "data-bin" / "dict.en.txt").read_bytes() == open(os.path.join(DATA, "dict.en.txt"), "rb").read()
+
+
+# ------------------------------------------------------------------ twenty-fourth pass: decoding
+def test_hard_alignments_of_tree2seq_are_refused_before_decoding(tmp_path):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    path = os.path.join(FIXTURE, "checkpoints", "tree2seq.pt")
+    result = call([tool("fairseq-generate"), DATA, *GENERATE, "--path", path, "--print-alignment"], cwd=tmp_path,
+                  expect_ok=False)
+    one_line_error(result, "fairseq-generate", "--print-alignment hard: tree2seq attends over phrases as well as words")
+    call([tool("fairseq-generate"), DATA, *GENERATE, "--path", path, "--print-alignment", "soft"], cwd=tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"prefix_size": 1}, "prefix_size=1: the hub has no reference to take a prefix from"),
+    ({"score_reference": True}, "score_reference: the hub translates sentences and has no reference to score"),
+    ({"constraints": "ordered"}, "constraints: the hub passes no constraints to the search"),
+    ({"print_alignment": True}, "print_alignment=True: expected 'hard' or 'soft'"),
+])
+def test_the_hub_refuses_generation_keywords_it_has_no_use_for(kwargs, words):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_syntax  # noqa: F401
+    from fairseq_syntax_core.errors import UsageError
+
+    hub = ARCH_MODEL_REGISTRY["transformer_dep_rel"].from_pretrained(
+        os.path.join(FIXTURE, "checkpoints"), checkpoint_file="transformer_dep_rel.pt", data_name_or_path=DATA)
+    with pytest.raises(UsageError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        hub.translate(["a man is walking ."], **kwargs)
+
+
+def test_interactive_refuses_constraints_longer_than_the_longest_translation(tmp_path):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    checkpoint = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+    result = call([tool("fairseq-interactive"), DATA, "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                   "--path", checkpoint, "--constraints", "--max-len-b", "10"], cwd=tmp_path,
+                  stdin="a man .\tun\na dog runs .\tun homme un homme un homme un homme un homme un homme\n",
+                  expect_ok=False)
+    one_line_error(result, "fairseq-interactive", "input line 2: constraints of 12 tokens do not fit the longest "
+                   "translation of 10 tokens")
+
+
+def test_a_run_restored_onto_parses_perturbed_otherwise_is_refused(stopped_mid_epoch):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "p05", "--p", "0.5", "--seed", "1"],
+         cwd=stopped_mid_epoch)
+    argv = [tool("fairseq-train"), "p05", *TINY[1:], "--max-tokens", "100", "--max-update", "2"]
+    result = call(argv, cwd=stopped_mid_epoch, expect_ok=False)
+    one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt trained on clean parses, and this data-bin has "
+                   "parses perturbed with p = 0.5")
+    call(argv + ["--allow-other-data-bin"], cwd=stopped_mid_epoch)

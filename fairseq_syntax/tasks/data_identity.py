@@ -97,6 +97,23 @@ class DataIdentity:
             data_path, None, f"{message}; use that data-bin (or one made with --dictdir from it), "
                              "or give --allow-other-data-bin to go on"), message)
 
+    def _check_same_perturbation(self, trained, path: str) -> None:
+        """A run restored onto a data-bin whose parses were perturbed otherwise than those it trained on (its
+        checkpoints would record only the new ones): refused (``--allow-other-data-bin``: a warning)."""
+        if not trained or trained.get(provenance.DAMAGED):
+            return
+        before, now = trained.get(provenance.PERTURBATION), self.data_provenance().get(provenance.PERTURBATION)
+        if before == now:
+            return
+        def shown(p):
+            return "clean parses" if p is None else f"parses perturbed with p = {quoted(p.get('p'), 20)}" \
+                if isinstance(p, dict) else quoted(p, 40)
+        message = (f"{one_line(path)[:160]} trained on {shown(before)}, and this data-bin has {shown(now)}: the run "
+                   "would mix them and its checkpoints record only the new ones")
+        self._refuse_unless_allowed(DataBinError(
+            utils.split_paths(self.cfg.data)[0], None, f"{message}; train on the data-bin it trained on (or start a "
+                                                        "new run), or give --allow-other-data-bin to go on"), message)
+
     def _refuse_unless_allowed(self, error: Exception, message: str) -> None:
         """Raise ``error``; with ``--allow-other-data-bin``, warn with ``message`` instead."""
         if not getattr(self.cfg, "allow_other_data_bin", False):

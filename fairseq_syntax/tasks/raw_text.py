@@ -50,9 +50,16 @@ class RawTextInference:
         from fairseq.token_generation_constraints import unpack_constraints
 
         unk, before = self.target_dictionary.unk(), getattr(self, "interactive_lines_before", 0)
+        len_a, len_b = getattr(self, "generation_length_limits", (0.0, 200))
         for row, (tokens, packed) in enumerate(zip(src_tokens, constraints)):
             wanted = unpack_constraints(packed)
             where = f"input line {before + row + 1}"
+            longest = int(len_a * int(tokens.ne(self.source_dictionary.pad()).sum()) + len_b)
+            total = sum(int(c.numel()) for c in wanted)
+            if wanted and total >= longest:  # fairseq's search would stop on a bare assert
+                raise UsageError(f"{where}: constraints of {total} tokens do not fit the longest translation of "
+                                 f"{longest} tokens (--max-len-a * source length + --max-len-b): raise those, or give "
+                                 "fewer constraints")
             if wanted and int(tokens.ne(self.source_dictionary.pad()).sum()) <= 1:
                 raise UsageError(f"{where}: {len(wanted)} constraint(s) after the tab and no source text before it: "
                                  "nothing to translate (give the source, a tab, then the constraints)")

@@ -330,6 +330,7 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             trained = provenance.of_checkpoint(restored) if restored else None
             if trained is not None:
                 self._check_data_bin(trained, f"the checkpoint fairseq-train restores ({restored})")
+                self._check_same_perturbation(trained, restored)
             if _is_syntax_model(cfg):
                 _set_arg(cfg, provenance.ARG, provenance.encode(self.run_provenance()))
         settings = vars(cfg) if isinstance(cfg, argparse.Namespace) else {}
@@ -455,6 +456,12 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         The table is the data-bin's (first data path), of the train split, whatever split is decoded.
         """
         check_search(args, len(self.target_dictionary), getattr(self.cfg, "length_prior_weight", 1.0))
+        #: the longest translation's (a, b): --max-len-a * source length + --max-len-b (interactive constraints fit it)
+        self.generation_length_limits = (float(getattr(args, "max_len_a", 0) or 0), int(getattr(args, "max_len_b", 200)))
+        alignment = getattr(args, "print_alignment", None)
+        if alignment == "hard" and not all(getattr(m, "hard_alignment", True) for m in models):
+            raise UsageError("--print-alignment hard: tree2seq attends over phrases as well as words, so a hard "
+                             "alignment has no word for some steps: give --print-alignment soft (cut to the words)")
         if getattr(args, "score_reference", False):  # teacher-forced: gold target distances, or a refusal
             check_reference_scoring(models, utils.split_paths(self.cfg.data)[0], self.cfg.target_lang,
                                     bool(self.target_stream_names))

@@ -53,6 +53,9 @@ class DotAttention(AttentionLayer):
 class Tree2SeqModel(FairseqEncoderDecoderModel):
     """Eriguchi et al. (2016): a sequential + binary Tree-LSTM encoder and an attentional LSTM decoder."""
 
+    #: its decoder attends over phrase nodes as well as words: no word-to-word hard alignment (soft is cut to words)
+    hard_alignment = False
+
     @staticmethod
     def add_args(parser) -> None:
         parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
