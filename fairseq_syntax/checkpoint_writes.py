@@ -30,6 +30,11 @@ def wrap_checkpoint_writes(checkpoint_utils) -> bool:
     return _wrap_torch_persistent_save(checkpoint_utils) & _atomic_copies(checkpoint_utils)
 
 
+def _no_traceback(record: logging.LogRecord) -> bool:
+    """A logging filter: drop fairseq's ERROR record of a traceback (the error itself is then one line)."""
+    return not (record.levelno >= logging.ERROR and str(record.msg).startswith("Traceback"))
+
+
 def _remove_quietly(path: str) -> None:
     with contextlib.suppress(OSError):
         if os.path.lexists(path):
@@ -46,6 +51,8 @@ def _wrap_torch_persistent_save(checkpoint_utils) -> bool:
 
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, *args, **kwargs):
+        fairseq_log = logging.getLogger(checkpoint_utils.__name__)
+        fairseq_log.addFilter(_no_traceback)  # fairseq logs the traceback of a failed write before raising it
         try:
             return original(obj, filename, *args, **kwargs)
         except BaseException as error:
@@ -59,6 +66,8 @@ def _wrap_torch_persistent_save(checkpoint_utils) -> bool:
                 raise OSError(errno.EIO, f"torch could not write the checkpoint ({str(error).splitlines()[0][:200]}"
                                          "); is the disk full?", str(filename)) from error
             raise
+        finally:
+            fairseq_log.removeFilter(_no_traceback)
 
     torch_persistent_save._fairseq_syntax = True  # type: ignore[attr-defined]
     checkpoint_utils.torch_persistent_save = torch_persistent_save

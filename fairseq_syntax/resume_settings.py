@@ -14,6 +14,7 @@
   refuses such a run: it is not one run under ``--max-update``.
 """
 
+import ast
 import json
 import logging
 import os
@@ -34,7 +35,11 @@ BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size",
             ("distributed_training", "distributed_world_size", "--distributed-world-size"),
             ("task", "max_source_positions", "--max-source-positions"),
             ("task", "max_target_positions", "--max-target-positions"),
-            ("task", "num_batch_buckets", "--num-batch-buckets"))
+            ("task", "num_batch_buckets", "--num-batch-buckets"),
+            ("dataset", "update_ordered_indices_seed", "--update-ordered-indices-seed"),
+            ("dataset", "grouped_shuffling", "--grouped-shuffling"))
+#: optimizer settings that fairseq does not take from the command line on resume (the stored param groups win)
+OPTIMIZER_KEPT_EXCEPT = ("_name", "lr")
 
 
 def resumed_checkpoint(cfg: Any) -> Optional[str]:
@@ -94,10 +99,12 @@ def resume_error(cfg: Any) -> Optional[str]:
     if not differ:
         return None
     flag, stored, given = differ[0]
+    resume = f"without {flag}" if stored is None or stored is False else \
+        flag if stored is True else f"with {flag} {one_line(str(stored))[:40]}"
     return (f"{one_line(path)[:120]} stopped after {done} batches of epoch {iterator.get('epoch')}, batched with "
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
-            f"fairseq would skip its first {done} batches, not those trained: resume with {flag} "
-            f"{one_line(str(stored))[:40]} (or --reset-dataloader: fairseq starts again at epoch 1)")
+            f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
+            "--reset-dataloader: fairseq starts again at epoch 1)")
 
 
 def _carried_state_error(cfg: Any, state: dict, path: str) -> Optional[str]:
@@ -121,6 +128,17 @@ def _carried_state_error(cfg: Any, state: dict, path: str) -> Optional[str]:
         return (f"{shown} was trained with --lr-scheduler {one_line(before)[:40]}, and fairseq would load its "
                 f"state into {one_line(now)[:40]}: resume with --lr-scheduler {one_line(before)[:40]}, or give "
                 "--reset-lr-scheduler")
+    optimizer = stored.get("optimizer") if isinstance(stored.get("optimizer"), dict) else {}
+    ours = getattr(cfg, "optimizer", None)
+    overrides = str(getattr(checkpoint, "optimizer_overrides", "{}") or "{}").replace(" ", "")
+    if not reset_optimizer and overrides == "{}" and optimizer.get("_name") == getattr(ours, "_name", None):
+        for key, value in optimizer.items():
+            now = getattr(ours, key, value)
+            if key not in OPTIMIZER_KEPT_EXCEPT and _literal(now) != _literal(value):
+                flag = f"--{key.replace('_', '-')}"
+                return (f"{shown} was trained with {flag} {one_line(str(value))[:40]}, and fairseq restores the "
+                        f"optimizer's state with it, not this run's {one_line(str(now))[:40]}: resume with the stored "
+                        "value, or give --reset-optimizer (or --optimizer-overrides)")
     extra = state.get("extra_state") if isinstance(state.get("extra_state"), dict) else {}
     saved = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
     if "best" in extra and not (reset_optimizer or getattr(checkpoint, "reset_meters", False)):
@@ -131,6 +149,16 @@ def _carried_state_error(cfg: Any, state: dict, path: str) -> Optional[str]:
                         f"would compare that best value with {one_line(str(getattr(checkpoint, key)))[:40]}: resume "
                         "with the stored setting, or give --reset-meters (the best starts over)")
     return None
+
+
+def _literal(value: Any) -> Any:
+    """A setting fairseq reads as a Python literal (``--adam-betas '(0.9, 0.98)'``) as its value, spaces aside."""
+    if isinstance(value, str):
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return value
+    return value
 
 
 def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:

@@ -65,6 +65,12 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
         counts = [h.get("num_updates") for h in history if isinstance(h, dict) and isinstance(h.get("num_updates"), int)]
+        stored = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+        started = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
+        if started.get("finetune_from_model"):
+            raise InputError(path, None, f"records --finetune-from-model {quoted(started['finetune_from_model'], 80)}: "
+                             "its run started from those weights (fairseq reads them on a first launch), so it is "
+                             "not one run from scratch under --max-update")
         restarted = update_restarts(state) or [counts[i - 1] for i in range(1, len(counts)) if counts[i] < counts[i - 1]]
         if restarted:
             raise InputError(path, None, f"counted {restarted[0]} updates, then again from 0: a resume with "
@@ -117,8 +123,14 @@ def _other_suffix(decoded: object, save_dir: str, suffix: str) -> Optional[str]:
     """The checkpoint a generate log says it decoded, when it is one of ``save_dir``'s named with another
     ``--checkpoint-suffix`` than ``suffix`` (another run in the same folder), else None."""
     path = decoded.get("checkpoint") if isinstance(decoded, dict) else None
-    if not isinstance(path, str) or os.path.realpath(os.path.dirname(path) or ".") != os.path.realpath(save_dir):
+    if not isinstance(path, str):
         return None
+    try:
+        if os.path.realpath(os.path.dirname(path) or ".") != os.path.realpath(save_dir):
+            return None
+    except (ValueError, UnicodeError):  # a NUL or a lone surrogate: no path
+        raise InputError(quoted(path, 80), None, "is recorded as the decoded checkpoint but is no path (damaged?)") \
+            from None
     match = re.fullmatch(r"checkpoint(?:_best|_last|\d+|_\d+_\d+)(.*)\.pt", os.path.basename(path))
     return path if match is not None and match.group(1) != suffix else None
 
@@ -373,7 +385,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             record = ev["systems"][0].get("decoded")
             read = record.get("checkpoints") if isinstance(record, dict) else None
             for decoded in read if isinstance(read, list) else []:
-                other = _other_suffix(decoded, args.save_dir, args.checkpoint_suffix)
+                try:
+                    other = _other_suffix(decoded, args.save_dir, args.checkpoint_suffix)
+                except InputError as error:
+                    raise InputError(eval_paths[test], None, error.path + ": " + error.message) from None
                 if other is not None:
                     raise InputError(eval_paths[test], None, f"evaluates translations of {quoted(other, 120)}, a "
                                      f"checkpoint of --save-dir named with another --checkpoint-suffix than "

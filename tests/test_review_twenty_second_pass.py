@@ -434,3 +434,54 @@ def test_a_run_restored_onto_parses_perturbed_otherwise_is_refused(stopped_mid_e
     one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt trained on clean parses, and this data-bin has "
                    "parses perturbed with p = 0.5")
     call(argv + ["--allow-other-data-bin"], cwd=stopped_mid_epoch)
+
+
+# ------------------------------------------------------------------ twenty-fifth pass
+@pytest.mark.parametrize("flags, words", [
+    (["--weight-decay", "0.5"], "was trained with --weight-decay 0.0, and fairseq restores the optimizer's state with "
+                                "it, not this run's 0.5"),
+    (["--update-ordered-indices-seed"], "batched with --update-ordered-indices-seed False; this run batches with "
+                                        "--update-ordered-indices-seed True"),
+    (["--batch-size", "4"], "resume without --batch-size (or --reset-dataloader"),
+])
+def test_a_resume_with_settings_fairseq_would_not_apply_is_refused(stopped_mid_epoch, flags, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-train"), *TINY, "--max-tokens", "100", "--max-update", "3", *flags],
+                  cwd=stopped_mid_epoch, expect_ok=False)
+    one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt", words)
+
+
+def test_a_failed_write_logs_no_traceback_of_fairseqs(tmp_path, monkeypatch, caplog):
+    import fairseq_syntax  # noqa: F401 - installs the wrappers
+    from fairseq import checkpoint_utils
+
+    def full(obj, handle):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(checkpoint_utils.torch, "save", full)
+    monkeypatch.setattr(checkpoint_utils.time, "sleep", lambda seconds: None)
+    with pytest.raises(OSError, match="is the disk full"):
+        checkpoint_utils.torch_persistent_save({"x": 1}, str(tmp_path / "checkpoint1.pt"))
+    assert not [r for r in caplog.records if str(r.msg).startswith("Traceback")]
+    assert os.listdir(tmp_path) == []
+
+
+def test_record_refuses_a_run_started_from_another_models_weights(stopped_mid_epoch):
+    from fairseq_syntax_core.errors import InputError
+
+    from .conftest import call, tool
+
+    call([tool("fairseq-train"), *TINY[:-3], "--save-dir", "ft", "--no-epoch-checkpoints", "--max-tokens", "100",
+          "--max-update", "2", "--finetune-from-model", "ck/checkpoint_last.pt"], cwd=stopped_mid_epoch)
+    with pytest.raises(InputError, match="records --finetune-from-model 'ck/checkpoint_last.pt': its run started"):
+        rs.checkpoint_facts(str(stopped_mid_epoch / "ft"))
+
+
+@pytest.mark.parametrize("path", ["ck/\x00/checkpoint_best.pt", "ck/\ud800/checkpoint_best.pt"])
+def test_record_refuses_a_decoded_checkpoint_that_is_no_path(tmp_path, path):
+    from fairseq_syntax_core.errors import InputError
+
+    with pytest.raises(InputError, match="is recorded as the decoded checkpoint but is no path"):
+        rs._other_suffix({"checkpoint": path}, str(tmp_path), "")
