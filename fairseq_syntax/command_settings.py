@@ -56,6 +56,11 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         return ("--constraints: the data-bin's splits carry no constraints (fairseq-interactive reads them from "
                 "tab-separated input lines): leave it out")
     if module == "fairseq_cli.train":
+        model = getattr(cfg, "model", None)
+        for key in ("encoder_layers_to_keep", "decoder_layers_to_keep"):
+            if getattr(model, key, None) not in (None, ""):  # fairseq's legacy build splits a list as text
+                return (f"--{key.replace('_', '-')}: fairseq cannot build a model with it here (its legacy "
+                        "transformer reads the parsed list as text: an AttributeError): leave it out")
         problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
                    or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg)
                    or resume_error(cfg))

@@ -101,6 +101,7 @@ from .fairseq_settings import (  # the checks the wrappers apply
 )
 from .checkpoint_writes import wrap_checkpoint_writes
 from .command_settings import command_settings_error
+from .rank_settings import wrap_distributed_init
 
 #: files fairseq's commands may need open at once (data loader workers pass tensors through descriptors)
 OPEN_FILES_NEEDED = 256
@@ -457,6 +458,7 @@ def install() -> None:
     _wrap_generate_main()
     _wrap_generate_entry()
     _wrap_call_main(distributed_utils)
+    wrap_distributed_init(distributed_utils)
     install_setting_guards()
     install_error_hook()
     ensure_open_files(OPEN_FILES_NEEDED)  # after the hook: a refusal is one line

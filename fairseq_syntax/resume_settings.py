@@ -37,7 +37,8 @@ BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size",
             ("task", "max_target_positions", "--max-target-positions"),
             ("task", "num_batch_buckets", "--num-batch-buckets"),
             ("dataset", "update_ordered_indices_seed", "--update-ordered-indices-seed"),
-            ("dataset", "grouped_shuffling", "--grouped-shuffling"))
+            ("dataset", "grouped_shuffling", "--grouped-shuffling"),
+            ("task", "data", "the data path"))
 #: optimizer settings that fairseq does not take from the command line on resume (the stored param groups win)
 OPTIMIZER_KEPT_EXCEPT = ("_name", "lr")
 
@@ -171,6 +172,11 @@ def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:
         if not isinstance(old, dict) or key not in old:
             continue
         new = getattr(getattr(cfg, section, None), key, old[key])
+        if key == "data" and isinstance(new, str) and isinstance(old[key], str):  # data-bins, one per epoch
+            same = [os.path.normpath(p) for p in new.split(":")] == [os.path.normpath(p) for p in old[key].split(":")]
+            if not same:
+                changes.append((flag, old[key], new))
+            continue
         if new != old[key]:
             changes.append((flag, old[key], new))
     return changes

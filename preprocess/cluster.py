@@ -47,6 +47,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError, UserError
+from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.shards import check_shard_set
 
 from fairseq_syntax_core.argtypes import positive, refuse_repeats
@@ -373,8 +374,12 @@ class Submission:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    args, forwarded = get_parser().parse_known_args(argv)
-    check_folder_given(args.destdir)  # "" would be the current directory
+    parser = get_parser()
+    args, forwarded = parser.parse_known_args(argv)
+    check_folder_given(args.destdir)
+    if args.check_only and forwarded:  # they would be read by no one: the shards are checked against their records
+        parser.error(f"--check-only checks the shards against their own records and takes no "
+                     f"fairseq-syntax-preprocess options: {one_line(' '.join(forwarded))[:120]}")  # "" would be the current directory
     check_folder_given(args.log_folder, "--log-folder", "folder for submitit's job files")
     destdir = os.path.abspath(args.destdir)
     if args.check_only:

@@ -429,7 +429,7 @@ def test_a_run_restored_onto_parses_perturbed_otherwise_is_refused(stopped_mid_e
 
     call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "p05", "--p", "0.5", "--seed", "1"],
          cwd=stopped_mid_epoch)
-    argv = [tool("fairseq-train"), "p05", *TINY[1:], "--max-tokens", "100", "--max-update", "2"]
+    argv = [tool("fairseq-train"), "p05", *TINY[1:], "--max-tokens", "100", "--max-update", "2", "--reset-dataloader"]
     result = call(argv, cwd=stopped_mid_epoch, expect_ok=False)
     one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt trained on clean parses, and this data-bin has "
                    "parses perturbed with p = 0.5")
@@ -485,3 +485,75 @@ def test_record_refuses_a_decoded_checkpoint_that_is_no_path(tmp_path, path):
 
     with pytest.raises(InputError, match="is recorded as the decoded checkpoint but is no path"):
         rs._other_suffix({"checkpoint": path}, str(tmp_path), "")
+
+
+# ------------------------------------------------------------------ twenty-sixth pass: scale-out
+def test_a_resume_mid_epoch_on_other_data_paths_is_refused(stopped_mid_epoch):
+    import shutil
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(stopped_mid_epoch / "data-bin", stopped_mid_epoch / "moved")
+    result = call([tool("fairseq-train"), "moved", *TINY[1:], "--max-tokens", "100", "--max-update", "3"],
+                  cwd=stopped_mid_epoch, expect_ok=False)
+    one_line_error(result, "fairseq-train", "batched with the data path data-bin; this run batches with the data path "
+                   "moved", "resume with the data path data-bin")
+    call([tool("fairseq-train"), "./data-bin/", *TINY[1:], "--max-tokens", "100", "--max-update", "2"],
+         cwd=stopped_mid_epoch)  # the same folder, written otherwise
+
+
+def test_data_paths_perturbed_otherwise_are_refused(tmp_path):
+    import shutil
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "p05", "--p", "0.5", "--seed", "1"], cwd=tmp_path)
+    result = call([tool("fairseq-train"), "data-bin:p05", *TINY[1:], "--max-tokens", "500", "--max-update", "1"],
+                  cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-train", "p05/syntax.json: records the parse perturbation", "the first data path None",
+                   "epochs would alternate parses")
+
+
+def test_cluster_check_only_refuses_options_it_would_not_read(tmp_path):
+    from .conftest import call, tool
+
+    result = call([tool("fairseq-syntax-preprocess-cluster"), "--num-shards", "2", "--destdir", "shards",
+                   "--check-only", "--trainpref", "x", "--no-such-option", "7"], cwd=tmp_path, expect_ok=False)
+    assert result.returncode == 2
+    assert "--check-only checks the shards against their own records and takes no fairseq-syntax-preprocess " \
+           "options: --trainpref x --no-such-option 7" in result.stderr
+
+
+def test_ranks_started_with_other_settings_are_refused(tmp_path):
+    import shutil
+    import subprocess
+
+    from .conftest import tool
+
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    common = [tool("fairseq-train"), *TINY, "--max-tokens", "400", "--max-update", "2", "--cpu",
+              "--distributed-world-size", "2", "--distributed-no-spawn", "--distributed-backend", "gloo",
+              "--distributed-init-method", "tcp://127.0.0.1:29753", "--ddp-backend", "legacy_ddp",
+              "--disable-validation"]
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen(common + ["--distributed-rank", str(rank), "--lr", lr], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank, lr in ((0, "0.001"), (1, "0.01"))]
+    outputs = [rank.communicate(timeout=300) for rank in ranks]
+    for rank, (_, err) in zip(ranks, outputs):
+        assert rank.returncode == 1, err[-2000:]
+        assert "rank 1 was started with --lr [0.01], rank 0 with [0.001] (lr_scheduler.lr): every rank must" in err
+
+
+@pytest.mark.parametrize("flag", ["--encoder-layers-to-keep", "--decoder-layers-to-keep"])
+def test_layers_to_keep_fairseq_cannot_build_is_refused_at_start(tmp_path, flag):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-train"), DATA, *TINY[1:], "--max-tokens", "500", "--max-update", "1", flag, "0"],
+                  cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-train", f"{flag}: fairseq cannot build a model with it here")
+    assert not (tmp_path / "ck").exists()

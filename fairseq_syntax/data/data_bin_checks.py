@@ -140,6 +140,11 @@ def check_epoch_paths(paths: List[str], first_meta: Dict) -> List[str]:
             else:  # data-bins that are not shards (several corpora): the same ids, features derived alike
                 check_same_ids(paths[0], first_meta, path)
                 check_same_features(paths[0], first_meta, path, meta)
+            if meta.get("perturbation") != first_meta.get("perturbation"):  # epochs would alternate noisy and clean
+                raise DataBinError(os.path.join(path, METADATA_FILE), None,
+                                   f"records the parse perturbation {quoted(meta.get('perturbation'), 80)}, the first "
+                                   f"data path {quoted(first_meta.get('perturbation'), 80)}: fairseq-train reads one "
+                                   "path per epoch, so epochs would alternate parses; list paths perturbed alike")
         else:
             meta = first_meta
         shard = meta.get(SHARD_KEY)
