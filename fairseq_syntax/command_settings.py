@@ -52,6 +52,12 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         problem = interactive_error(cfg)
         if problem is not None:
             return problem
+    if getattr(getattr(cfg, "task", None), "load_alignments", False):
+        return "--load-alignments: the syntax_translation task reads no alignment files: leave it out"
+    groups = getattr(getattr(cfg, "generation", None), "diverse_beam_groups", -1)
+    if module == "fairseq_cli.generate" and isinstance(groups, int) and groups > 1:  # fairseq indexes by sample id
+        return (f"--diverse-beam-groups {groups}: fairseq-generate's diverse beam search fails on a data-bin split "
+                "(fairseq indexes its groups by sentence id); decode those sentences with fairseq-interactive")
     if module == "fairseq_cli.generate" and getattr(getattr(cfg, "generation", None), "constraints", None):
         return ("--constraints: the data-bin's splits carry no constraints (fairseq-interactive reads them from "
                 "tab-separated input lines): leave it out")
@@ -61,6 +67,7 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
             if getattr(model, key, None) not in (None, ""):  # fairseq's legacy build splits a list as text
                 return (f"--{key.replace('_', '-')}: fairseq cannot build a model with it here (its legacy "
                         "transformer reads the parsed list as text: an AttributeError): leave it out")
+        every_rank_reads_checkpoints(cfg)
         problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
                    or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg)
                    or resume_error(cfg))
@@ -78,11 +85,32 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
     return None
 
 
+def every_rank_reads_checkpoints(cfg: Any) -> None:
+    """With several ranks, each reads the resumed checkpoint itself (``--load-checkpoint-on-all-dp-ranks``):
+    fairseq otherwise sends rank 0's copy to the others as a pickle that torch's weights-only reader refuses
+    (an OmegaConf object), and every rank fails. Not for fully sharded runs, which load their own shards."""
+    distributed = getattr(cfg, "distributed_training", None)
+    world = getattr(distributed, "distributed_world_size", 1)
+    checkpoint = getattr(cfg, "checkpoint", None)
+    if isinstance(world, int) and world > 1 and checkpoint is not None \
+            and getattr(distributed, "ddp_backend", None) != "fully_sharded" \
+            and not getattr(checkpoint, "load_checkpoint_on_all_dp_ranks", False):
+        with contextlib.suppress(Exception):  # a configuration that cannot take it keeps fairseq's way
+            checkpoint.load_checkpoint_on_all_dp_ranks = True
+
+
 def device_and_ema_error(cfg: Any) -> Optional[str]:
     """``--amp`` without a CUDA GPU (fairseq trains in fp32 and records ``amp``); ``--ema-update-freq`` below 1 and
     ``--ema-start-update`` below 0 (read as 1 and 0); an ``--ema-seed-model`` that is not a checkpoint holding
     EMA weights (fairseq: an IndexError or KeyError naming neither the file nor the option)."""
     common = getattr(cfg, "common", None)
+    for flag in ("fp16", "memory_efficient_fp16"):
+        if getattr(common, flag, False):
+            import torch
+
+            if getattr(common, "cpu", False) or not torch.cuda.is_available():
+                return (f"--{flag.replace('_', '-')}: half precision needs a CUDA GPU, and this run is on the CPU: "
+                        "leave it out")
     if getattr(common, "amp", False):
         import torch
 
@@ -173,6 +201,9 @@ def interactive_error(cfg: Any) -> Optional[str]:
     ``--print-alignment soft`` (it unpacks soft alignments as hard ones, after the first rows), ``--replace-unk``
     without a file (fairseq opens a file named "@@ ") or with one not of ``SOURCE TARGET`` lines."""
     generation = getattr(cfg, "generation", None)
+    buffer = getattr(getattr(cfg, "interactive", None), "buffer_size", 0)
+    if isinstance(buffer, int) and not isinstance(buffer, bool) and buffer < 0:  # fairseq reads it as 1
+        return f"--buffer-size {buffer}: expected a number of lines >= 1 (0: fairseq's default, 1)"
     prefix = getattr(generation, "prefix_size", 0)
     if isinstance(prefix, int) and prefix > 0:
         return f"--prefix-size {prefix}: fairseq-interactive has no reference to take a prefix from: leave it out"

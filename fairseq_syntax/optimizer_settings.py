@@ -133,6 +133,21 @@ def optimizer_settings_error(cfg) -> Optional[str]:
     eps = getattr(optimizer, "adam_eps", None)
     if _is_number(eps) and not (math.isfinite(eps) and eps >= 0):
         return f"--adam-eps {_text(eps)}: expected a finite epsilon >= 0 (fairseq's default: 1e-08)"
+    momentum = getattr(optimizer, "momentum", None)  # sgd, nag: NaN trains to NaN weights and exits 0
+    if _is_number(momentum) and not 0.0 <= momentum < 1.0:
+        return f"--momentum {_text(momentum)}: expected a finite momentum in [0, 1) (0.99, nag's default)"
+    adafactor_eps = getattr(optimizer, "adafactor_eps", None)  # fairseq eval()s it when it builds the optimizer
+    if isinstance(adafactor_eps, str):
+        import ast
+
+        try:
+            pair = ast.literal_eval(adafactor_eps)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pair = None
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(_is_number(v) and math.isfinite(v) and v >= 0
+                                                                  for v in pair)):
+            return (f"--adafactor-eps {_text(adafactor_eps)}: expected two finite epsilons >= 0 as a Python "
+                    "tuple, e.g. '(1e-30, 1e-3)' (fairseq's default)")
     init = getattr(getattr(cfg, "lr_scheduler", None), "warmup_init_lr", None)
     if _is_number(init) and not math.isfinite(init):
         return (f"--warmup-init-lr {_text(init)}: expected a finite rate (-1, fairseq's default: 0 with "

@@ -20,6 +20,8 @@ from .resume_settings import BATCHING
 
 logger = logging.getLogger(__name__)
 
+#: keys of those sections that may differ between ranks (logging only; the data path is compared by content)
+PER_RANK_KEYS = {"eval_bleu_print_samples", "data"}
 #: the configuration sections every rank must share whole
 SECTIONS = ("model", "task", "criterion", "optimizer", "lr_scheduler", "optimization")
 #: sections whose settings may differ between ranks (rank, device, logging, checkpointing, loader workers) or are
@@ -44,13 +46,38 @@ def rank_settings(cfg: Any) -> Dict[str, str]:
         except Exception:  # noqa: BLE001 - a section that cannot be read is not compared
             continue
         for key, value in (values or {}).items():
-            if key in per_rank:
+            if key in per_rank or key in PER_RANK_KEYS:
                 continue
             settings[f"{section}.{key}"] = json.dumps(value, sort_keys=True, default=str)
     for section, key, _ in BATCHING:
         settings[f"{section}.{key}"] = json.dumps(getattr(getattr(cfg, section, None), key, None), default=str)
     settings["common.seed"] = json.dumps(getattr(getattr(cfg, "common", None), "seed", None))
+    settings.pop("task.data", None)
+    settings["the data path"] = json.dumps(_data_identity(getattr(getattr(cfg, "task", None), "data", None)))
+    from .resume_settings import resumed_state
+
+    settings["the checkpoint resumed"] = json.dumps(resumed_state(cfg), sort_keys=True)
     return settings
+
+
+def _data_identity(data: Any) -> Any:
+    """The data paths as what they hold (each one's syntax.json and dictionaries, by digest): the same data-bin
+    named another way, or a copy on another node, is the same data."""
+    import glob
+    import os
+
+    from fairseq_syntax_core.fileio import content_sha256
+
+    if not isinstance(data, str):
+        return data
+    identity = []
+    for path in data.split(":"):
+        files = sorted(glob.glob(os.path.join(path, "dict.*.txt")) + glob.glob(os.path.join(path, "syntax.json")))
+        try:
+            identity.append(content_sha256(files) if files else os.path.realpath(path))
+        except Exception:  # noqa: BLE001 - an unreadable data-bin is refused when the task reads it
+            identity.append(os.path.realpath(path))
+    return identity
 
 
 def rank_settings_problem(cfg: Any) -> Optional[str]:
@@ -65,11 +92,26 @@ def rank_settings_problem(cfg: Any) -> Optional[str]:
     for rank, theirs in enumerate(gathered[1:], start=1):
         for key in sorted(set(first) | set(theirs or {})):
             ours, other = first.get(key), (theirs or {}).get(key)
+            if ours != other and key == "the checkpoint resumed":
+                return (f"rank {rank} {_resume_text(other)}, rank 0 {_resume_text(ours)}: every rank must resume the "
+                        "same checkpoint with the same --reset-* options (the same --save-dir or --restore-file)")
             if ours != other:
-                flag = "--" + key.split(".", 1)[1].replace("_", "-")
+                flag = "--" + key.split(".", 1)[1].replace("_", "-") if "." in key else key
                 return (f"rank {rank} was started with {flag} {one_line(str(other))[:60]}, rank 0 with "
                         f"{one_line(str(ours))[:60]} ({key}): every rank must train with the same settings")
     return None
+
+
+def _resume_text(recorded: Optional[str]) -> str:
+    """What a rank resumes, from its :func:`.resume_settings.resumed_state` as JSON."""
+    try:
+        state = json.loads(recorded or "{}")
+    except ValueError:
+        return "resumes something unreadable"
+    what = "starts a new run" if state.get("updates") is None else f"resumes a checkpoint at update {state['updates']}"
+    resets = [f"--{k.replace('_', '-')}" for k, v in sorted(state.items()) if k.startswith("reset_") and v]
+    return what + (f" with {' '.join(resets)}" if resets else "") + \
+        (" and --finetune-from-model" if state.get("finetune_from_model") else "")
 
 
 def wrap_distributed_init(distributed_utils) -> bool:

@@ -100,8 +100,9 @@ def resume_error(cfg: Any) -> Optional[str]:
     if not differ:
         return None
     flag, stored, given = differ[0]
-    resume = f"without {flag}" if stored is None or stored is False else \
-        flag if stored is True else f"with {flag} {one_line(str(stored))[:40]}"
+    resume = f"without {flag}" if stored is None or stored is False else flag if stored is True else \
+        f"with {flag} {one_line(str(stored))[:40]}" + (" (as named from where it was started)" if flag ==
+                                                        "the data path" else "")
     return (f"{one_line(path)[:120]} stopped after {done} batches of epoch {iterator.get('epoch')}, batched with "
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
@@ -173,13 +174,34 @@ def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:
             continue
         new = getattr(getattr(cfg, section, None), key, old[key])
         if key == "data" and isinstance(new, str) and isinstance(old[key], str):  # data-bins, one per epoch
-            same = [os.path.normpath(p) for p in new.split(":")] == [os.path.normpath(p) for p in old[key].split(":")]
+            same = [os.path.realpath(p) for p in new.split(":")] == [os.path.realpath(p) for p in old[key].split(":")]
             if not same:
                 changes.append((flag, old[key], new))
             continue
         if new != old[key]:
             changes.append((flag, old[key], new))
     return changes
+
+
+def resumed_state(cfg: Any) -> dict:
+    """What this process resumes (the checkpoint's update count, or None for a new run) and the resets it asks for:
+    every rank of a run must agree (:mod:`.rank_settings`)."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    path = resumed_checkpoint(cfg)
+    updates = None
+    if path is not None:
+        from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+        from fairseq_syntax_core.errors import CheckpointError
+
+        try:
+            history = load_fairseq_checkpoint(path, mmap=True).get("optimizer_history")
+            updates = history[-1].get("num_updates") if isinstance(history, list) and history else None
+        except (CheckpointError, AttributeError):
+            updates = "unreadable"
+    resets = {k: bool(getattr(checkpoint, k, False)) for k in ("reset_optimizer", "reset_dataloader",
+                                                                 "reset_lr_scheduler", "reset_meters")}
+    return {"updates": updates if path is not None else None, **resets,
+            "finetune_from_model": getattr(checkpoint, "finetune_from_model", None) is not None}
 
 
 def current_restarts() -> List[int]:

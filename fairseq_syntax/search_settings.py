@@ -55,6 +55,11 @@ def check_search(args: Any, vocabulary: Optional[int] = None, length_prior_weigh
         value = getattr(args, name, 0)  # fairseq reads a negative one as 0 without a word
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise _refused(name, f"--{name.replace('_', '-')} {value}: expected {expected}")
+    for name, least in (("diverse_beam_groups", 1), ("diversity_rate", 0)):  # -1: off; fairseq tests > 0 / > -1
+        value = getattr(args, name, -1)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value != -1 and not value >= least:
+            raise _refused(name, f"--{name.replace('_', '-')} {value}: expected -1 (off, fairseq's default) or a "
+                                 f"{'number of groups' if least else 'penalty'} >= {least}")
     temperature = getattr(args, "temperature", 1.0)
     if isinstance(temperature, (int, float)) and not 0 < temperature < math.inf:
         raise _refused("temperature", f"--temperature {temperature}: expected a finite number > 0 (1: the model's distribution)")

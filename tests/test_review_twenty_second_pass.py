@@ -536,7 +536,7 @@ def test_ranks_started_with_other_settings_are_refused(tmp_path):
     shutil.copytree(DATA, tmp_path / "data-bin")
     common = [tool("fairseq-train"), *TINY, "--max-tokens", "400", "--max-update", "2", "--cpu",
               "--distributed-world-size", "2", "--distributed-no-spawn", "--distributed-backend", "gloo",
-              "--distributed-init-method", "tcp://127.0.0.1:29753", "--ddp-backend", "legacy_ddp",
+              "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}", "--ddp-backend", "legacy_ddp",
               "--disable-validation"]
     env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
     ranks = [subprocess.Popen(common + ["--distributed-rank", str(rank), "--lr", lr], cwd=tmp_path, env=env,
@@ -557,3 +557,79 @@ def test_layers_to_keep_fairseq_cannot_build_is_refused_at_start(tmp_path, flag)
                   cwd=tmp_path, expect_ok=False)
     one_line_error(result, "fairseq-train", f"{flag}: fairseq cannot build a model with it here")
     assert not (tmp_path / "ck").exists()
+
+
+# ------------------------------------------------------------------ twenty-seventh pass
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _two_ranks(folder, port, extra0=(), extra1=(), data1="data-bin"):
+    import subprocess
+
+    from .conftest import tool
+
+    port = _free_port()  # the port given is only a label: a fixed one may still be held by an earlier run
+    common = [*TINY[1:], "--max-tokens", "200", "--cpu", "--distributed-world-size", "2", "--distributed-no-spawn",
+              "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
+              "--ddp-backend", "legacy_ddp", "--disable-validation", "--num-workers", "0"]
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
+    ranks = [subprocess.Popen([tool("fairseq-train"), data, *common, "--distributed-rank", str(rank), *extra],
+                              cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank, data, extra in ((0, "data-bin", extra0), (1, data1, extra1))]
+    return [(rank.communicate(timeout=300)[1], rank.returncode) for rank in ranks]
+
+
+def test_a_two_rank_run_resumes_and_ranks_may_name_the_data_bin_otherwise(tmp_path):
+    import shutil
+
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    os.symlink("data-bin", tmp_path / "same")
+    for port, updates, data1 in ((29761, "2", "data-bin"), (29762, "4", str(tmp_path / "same"))):
+        for err, code in _two_ranks(tmp_path, port, ["--max-update", updates],
+                                    ["--max-update", updates, "--eval-bleu-print-samples"], data1):
+            assert code == 0, err[-3000:]
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    state = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))
+    assert state["optimizer_history"][-1]["num_updates"] == 4
+
+
+def test_ranks_that_resume_differently_are_refused(tmp_path):
+    import shutil
+
+    shutil.copytree(DATA, tmp_path / "data-bin")
+    for err, code in _two_ranks(tmp_path, 29763, ["--max-update", "2"], ["--max-update", "2"]):
+        assert code == 0, err[-3000:]
+    for err, code in _two_ranks(tmp_path, 29764, ["--max-update", "4"], ["--max-update", "4", "--save-dir", "x"]):
+        assert code == 1, err[-3000:]
+        assert "rank 1 starts a new run, rank 0 resumes a checkpoint at update 2: every rank must resume" in err, \
+            err[-3000:]
+
+
+@pytest.mark.parametrize("command, flags, words", [
+    ("fairseq-train", ["--optimizer", "sgd", "--momentum", "nan"], "--momentum nan: expected a finite momentum"),
+    ("fairseq-train", ["--optimizer", "nag", "--momentum", "-1"], "--momentum -1: expected a finite momentum"),
+    ("fairseq-train", ["--optimizer", "adafactor", "--adafactor-eps", "(1e-30,nan)"], "--adafactor-eps (1e-30,nan)"),
+    ("fairseq-train", ["--load-alignments"], "--load-alignments: the syntax_translation task reads no alignment"),
+    ("fairseq-train", ["--fp16"], "--fp16: half precision needs a CUDA GPU"),
+    ("fairseq-generate", ["--diverse-beam-groups", "2", "--beam", "4"], "--diverse-beam-groups 2: fairseq-generate's"),
+    ("fairseq-generate", ["--diverse-beam-groups", "0"], "--diverse-beam-groups 0: expected -1 (off"),
+    ("fairseq-generate", ["--diversity-rate", "-0.5"], "--diversity-rate -0.5: expected -1 (off"),
+    ("fairseq-interactive", ["--buffer-size", "-4"], "--buffer-size -4: expected a number of lines >= 1"),
+])
+def test_fairseq_options_it_would_misread_are_refused(tmp_path, command, flags, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    if command == "fairseq-train":
+        argv = [tool(command), DATA, *TINY[1:], "--max-tokens", "500", "--max-update", "1", *flags]
+    else:
+        argv = [tool(command), DATA, *GENERATE[:4], "--path", os.path.join(FIXTURE, "checkpoints",
+                                                                          "transformer_dep_rel.pt"), *flags]
+    result = call(argv, cwd=tmp_path, stdin="a man .\n", expect_ok=False)
+    one_line_error(result, command, words)
