@@ -128,6 +128,12 @@ def wrap_distributed_init(distributed_utils) -> bool:
         rank = original(cfg, *args, **kwargs)
         problem = rank_settings_problem(cfg)
         if problem is not None:
+            import torch.distributed as dist
+
+            try:  # every rank refuses: leave the group first, or gloo's threads abort the process at exit
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - the refusal matters more than a clean teardown
+                pass
             raise UsageError(problem)
         return rank
 
