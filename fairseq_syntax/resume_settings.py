@@ -68,16 +68,13 @@ def resume_error(cfg: Any) -> Optional[str]:
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader")]
     if path is None:
         return None
-    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
     from fairseq_syntax_core.errors import CheckpointError
 
     try:
-        state = load_fairseq_checkpoint(path, mmap=True)
+        state = _read(path)
     except CheckpointError as error:
         return str(error)
-    history = state.get("optimizer_history")
-    updates = history[-1].get("num_updates") if isinstance(history, list) and history and \
-        isinstance(history[-1], dict) else None
+    updates = _updates(state)
     restarts = update_restarts(state)
     if resets[0] and isinstance(updates, int) and updates > 0:
         restarts.append(updates)
@@ -183,6 +180,33 @@ def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:
     return changes
 
 
+#: update counts of the checkpoints read here, by (path, size, modification time): the ranks' comparison after
+#: the process group is up does not read again what the start-up check read (the state itself is not kept: a
+#: mapped file would hold a replaced checkpoint's disk space)
+_updates_read: dict = {}
+
+
+def _key(path: str) -> tuple:
+    stat = os.stat(path)
+    return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
+
+
+def _read(path: str) -> dict:
+    """The fairseq checkpoint at ``path`` (memory-mapped); its update count is noted."""
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    state = load_fairseq_checkpoint(path, mmap=True)
+    _updates_read[_key(path)] = _updates(state)
+    return state
+
+
+def _updates(state: dict) -> Optional[int]:
+    """The update count a checkpoint's last optimizer history entry records, or None."""
+    history = state.get("optimizer_history")
+    last = history[-1] if isinstance(history, list) and history else None
+    return last.get("num_updates") if isinstance(last, dict) else None
+
+
 def resumed_state(cfg: Any) -> dict:
     """What this process resumes (the checkpoint's update count, or None for a new run) and the resets it asks for:
     every rank of a run must agree (:mod:`.rank_settings`)."""
@@ -190,13 +214,12 @@ def resumed_state(cfg: Any) -> dict:
     path = resumed_checkpoint(cfg)
     updates = None
     if path is not None:
-        from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
         from fairseq_syntax_core.errors import CheckpointError
 
         try:
-            history = load_fairseq_checkpoint(path, mmap=True).get("optimizer_history")
-            updates = history[-1].get("num_updates") if isinstance(history, list) and history else None
-        except (CheckpointError, AttributeError):
+            key = _key(path)
+            updates = _updates_read[key] if key in _updates_read else _updates(_read(path))
+        except CheckpointError:
             updates = "unreadable"
     resets = {k: bool(getattr(checkpoint, k, False)) for k in ("reset_optimizer", "reset_dataloader",
                                                                  "reset_lr_scheduler", "reset_meters")}
