@@ -30,7 +30,10 @@ def is_reference_scorer(generator) -> bool:
 
 def reads_target_distances(model) -> bool:
     """Whether ``model``'s decoder reads target distances at its input (not only predicts them)."""
-    return getattr(getattr(model, "decoder", None), "nsd_input", None) is not None
+    from fairseq_syntax.models.syntax_transformer.components.target_nsd import target_distances
+
+    component = target_distances(model)
+    return component is not None and component.input is not None
 
 
 def check_reference_scoring(models: Iterable, data_bin: str, target_lang: Optional[str], target_parsed: bool) -> None:

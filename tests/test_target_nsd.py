@@ -25,6 +25,7 @@ from fairseq_syntax.criterions.label_smoothed_cross_entropy_with_nsd import (
     nsd_losses,
 )
 from fairseq_syntax.models.syntax_transformer.components.nsd_prediction import NsdLossOptions, target_nsd_losses
+from fairseq_syntax.models.syntax_transformer.components.target_nsd import target_distances
 from fairseq_syntax.models import syntax_transformer as rt
 from fairseq_syntax.models.syntax_transformer.config import ModelOptionError
 from fairseq_syntax.modules.target_distance import (
@@ -94,7 +95,7 @@ def test_presets_and_inputs():
     for arch in ("syntax_transformer", "transformer_nsd", "transformer_dep_rel"):
         model = build(arch)
         assert model.target_syntax_inputs() == set()
-        assert model.decoder.nsd_input is None and model.decoder.nsd_predictor is None
+        assert target_distances(model) is None and model.decoder.target_components == []
         assert not any("nsd" in k for k in model.decoder.state_dict())
     # prediction alone: the decoder reads nothing, asks for the target distances (its training target)
     predict_only = build("transformer_nsd_target", ["--nsd-target-input", "none", "--nsd-target-spe-lambda", "0"])
@@ -389,7 +390,7 @@ def test_old_model_args_build_without_target_nsd():
     for name in ("nsd_target_input", "nsd_target_spe_lambda", "nsd_target_predict"):
         delattr(args, name)
     model = rt.SyntaxTransformerModel.build_model(args, TASK)
-    assert model.target_syntax_inputs() == set() and model.decoder.nsd_input is None
+    assert model.target_syntax_inputs() == set() and target_distances(model) is None
 
 
 # ----------------------------------------------------------------- end to end (installed commands)

@@ -28,6 +28,8 @@ import torch
 
 from fairseq.logging import metrics
 
+from fairseq_syntax.models.syntax_transformer.components.target_nsd import target_distances
+
 __all__ = ["fed_back_logging", "reduce_fed_back_metrics", "selection_advice", "selection_error"]
 
 
@@ -62,8 +64,8 @@ def selection_error(metric: str, model) -> Optional[str]:
 
 
 def _reads_target_distances(model) -> bool:
-    decoder = getattr(model, "decoder", None)
-    return getattr(decoder, "nsd_feedback", None) is not None and getattr(decoder, "nsd_key", None) is not None
+    component = target_distances(model)
+    return component is not None and component.feedback is not None
 
 
 @torch.no_grad()
@@ -76,9 +78,9 @@ def fed_back_logging(model, criterion, sample: Dict[str, Any]) -> Dict[str, Any]
     if not _reads_target_distances(model) or not sample or "net_input" not in sample \
             or not callable(getattr(criterion, "compute_loss", None)):
         return {}
-    decoder = model.decoder
+    decoder, key = model.decoder, target_distances(model).key
     net_input = sample["net_input"]
-    gold = (net_input.get("tgt_syntax") or {}).get(decoder.nsd_key)
+    gold = (net_input.get("tgt_syntax") or {}).get(key)
     if gold is None:
         return {}
     encoder_out = model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"],
@@ -86,7 +88,7 @@ def fed_back_logging(model, criterion, sample: Dict[str, Any]) -> Dict[str, Any]
     prev = net_input["prev_output_tokens"]
     fed = decoder.feedback_distances(prev, encoder_out)
     decoder_out = decoder(prev, encoder_out=encoder_out, src_lengths=net_input["src_lengths"],
-                          tgt_syntax={**net_input["tgt_syntax"], decoder.nsd_key: fed})
+                          tgt_syntax={**net_input["tgt_syntax"], key: fed})
     _, nll = criterion.compute_loss(model, decoder_out, sample, reduce=True)
     # the input distance of a real target token: every position but the leading </s> and padding
     real = prev.ne(decoder.padding_idx) & prev.ne(decoder.dictionary.eos())

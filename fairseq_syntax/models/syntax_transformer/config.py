@@ -30,7 +30,8 @@ from fairseq.utils import safe_getattr
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 
 from .components import INPUT_COMPONENTS, OPTION_CLASSES
-from .components.nsd import decoder_model_dim, target_nsd_consumes, uses_target_nsd
+from .components.decoder_side import decoder_model_dim
+from .components.nsd import target_nsd_consumes, uses_target_nsd
 from .legacy import _GIVEN, RENAMED_FLAGS, RenamedOptionStore, upgrade_args
 from .options import (
     ModelOptionError,

@@ -18,7 +18,6 @@ from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.vocabulary import SUBWORD_LABEL
 
-from fairseq_syntax.modules.target_distance import TGT_NSD_LOGITS_KEY
 
 from .components.auxiliary import SOURCE_PADDING_KEY
 from .config import ModelOptionError, add_syntax_args
@@ -111,12 +110,9 @@ class SyntaxTransformerModel(TransformerModel):
         return self.decoder.target_syntax_inputs()
 
     def training_outputs(self) -> Set[str]:
-        """The ``extra`` keys of the outputs only training losses read (the encoder's output components;
-        ``tgt_nsd_logits`` with ``--nsd-target-predict``)."""
-        keys = set(self.encoder.output_keys())
-        if self.decoder.nsd_predictor is not None:
-            keys.add(TGT_NSD_LOGITS_KEY)
-        return keys
+        """The ``extra`` keys of the outputs only training losses read (the encoder's output components',
+        the decoder components': ``tgt_nsd_logits`` with ``--nsd-target-predict``)."""
+        return set(self.encoder.output_keys()) | self.decoder.training_outputs()
 
     def forward(
         self,

@@ -1,8 +1,8 @@
 """Options of neural syntactic distance (Ma et al. 2019), source and target side.
 
 The source-side parts are input components (:mod:`.inputs`: ``nsd_input``, ``nsd_position``)
-and the encoder's predictor; the target-side parts are the decoder's
-(:mod:`..decoder`). They share ``--nsd-distance``, ``--nsd-max-distance`` and ``--nsd-embed-dim``.
+and the encoder's predictor (:mod:`.nsd_prediction`); the target-side parts are a decoder
+component (:mod:`.target_nsd`). They share ``--nsd-distance``, ``--nsd-max-distance`` and ``--nsd-embed-dim``.
 """
 
 import math
@@ -21,8 +21,9 @@ from fairseq_syntax.modules.target_distance import NSD_TARGET_PREDICT_FROM
 
 from ..options import ModelOptionError, ModelSizes, check_heads, check_positive, opt
 from .base import register_options
+from .decoder_side import decoder_model_dim
 
-__all__ = ["NsdOptions", "decoder_model_dim", "target_nsd_consumes", "uses_target_nsd"]
+__all__ = ["NsdOptions", "target_nsd_consumes", "uses_target_nsd"]
 
 #: ``--nsd-distance`` -> ``src_syntax`` key (Ma et al. 2019, eqs. 1-4; ``--nsd-roots line``: see nsd_distance_key)
 NSD_DISTANCE_KEYS = NSD_DISTANCES
@@ -121,11 +122,6 @@ def target_nsd_consumes(syntax: "NsdOptions") -> bool:
 def uses_target_nsd(syntax: "NsdOptions") -> bool:
     """Whether any target-side NSD part (input, positional encoding, prediction) is on."""
     return target_nsd_consumes(syntax) or bool(syntax.nsd_target_predict)
-
-
-def decoder_model_dim(syntax: "NsdOptions", word_dim: int) -> int:
-    """The decoder width: the word width, plus ``--nsd-embed-dim`` with ``--nsd-target-input concat`` (eq. 8)."""
-    return word_dim + (syntax.nsd_embed_dim if syntax.nsd_target_input == "concat" else 0)
 
 
 def _check_target_nsd(syntax: "NsdOptions") -> None:

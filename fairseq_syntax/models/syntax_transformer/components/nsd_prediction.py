@@ -255,7 +255,10 @@ class TargetDistanceLoss(_DistanceLoss):
 
     def terms(self, model: Any, net_output: Any, sample: Dict[str, Any], task: Any,
               settings: Any) -> Dict[str, Tensor]:
-        key = getattr(getattr(model, "decoder", None), "nsd_key", None) or "distance"
+        from .target_nsd import target_distances  # registered after this module
+
+        component = target_distances(model)
+        key = component.key if component is not None else "distance"
         return target_nsd_losses(net_output[1][self.output_key][0], sample, settings, key,
                                  task.target_dictionary.pad(), task.target_dictionary.eos())
 
