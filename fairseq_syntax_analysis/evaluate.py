@@ -20,6 +20,7 @@ test (:mod:`fairseq_syntax.scoring.ribes`).
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -345,6 +346,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     systems = [(n, p, read_translations(p, target_lang, not args.no_detokenize, references, sources, origin))
                for n, p in specs]
     decoded = {n: decoding_of(p) for n, p in specs}  # what each log says it decoded (this plugin's logs)
+    for n, p in specs:
+        check_decoded_seed(decoded[n], p, n)
     if args.data_bin:
         for n, p in specs:
             check_decoded_data_bin(decoded[n], p, args.data_bin, profile.perturbation)
@@ -372,6 +375,19 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if path:
             print(f"wrote {one_line(path)}", file=sys.stderr)
     return 0
+
+
+def check_decoded_seed(record: Optional[Dict], log: str, name: str) -> None:
+    """A system named ``MODEL.seedN`` must be the translations of a seed-N run when the log records its run's seed
+    (its ``fairseq-syntax-decoded`` line): the name is what ``report noise`` and readers take the seed from."""
+    match = re.fullmatch(r".*\.seed(\d+)", name)
+    seeds = {c.get("seed") for c in (record or {}).get("checkpoints", [])}
+    if match is None or len(seeds) != 1 or not isinstance(next(iter(seeds)), int):
+        return
+    (seed,) = seeds
+    if int(match.group(1)) != seed:
+        raise InputError(log, None, f"was decoded by a checkpoint of a seed-{seed} run (its fairseq-syntax-decoded "
+                         f"line), but the system is named {quoted(name, 60)}: name it after the seed it is")
 
 
 def check_decoded_data_bin(record: Optional[Dict], log: str, data_bin: str, perturbation) -> None:

@@ -1,21 +1,24 @@
 """``fairseq-syntax-report noise``: BLEU against the share of perturbed parses, one curve per model."""
 
+import json
 import os
 import re
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
 
 from .rendering import legend, plot_text
-from .result_format import is_number
+from .result_format import is_number, statistics_rows
+from .scoring import corpus_score, make_metric
 
 
 def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     """``MODEL:P=EVAL_JSON`` -> {model: [(p, BLEU), ...]} sorted by p."""
     points: Dict[str, List[Tuple[float, float]]] = {}
     seen: Dict[str, Tuple[str, str, tuple]] = {}  # model -> its first point's file, system and (reference, sentences)
+    runs: Dict[str, Tuple[str, Optional[str]]] = {}  # model -> its first point's file and the run its log records
     files: Dict[str, str] = {}  # a point's file (real path) -> its --point
     for spec in specs:
         key, sep, path = spec.partition("=")
@@ -75,9 +78,49 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             if other == model and first_system != system:
                 raise InputError(path, None, f"evaluates {quoted(system, 60)}, {first_path} {quoted(first_system, 60)}"
                                  f": the points of {quoted(model, 60)} must be one run's")
+        _check_statistics(path, ev, system, bleu)
+        run = _decoded_run(systems[0])
+        first_run = runs.setdefault(model, (path, run))
+        if first_run[1] != run:
+            raise InputError(path, None, f"evaluates translations of {_run_text(run)}, {first_run[0]} of "
+                             f"{_run_text(first_run[1])}: the points of {quoted(model, 60)} must be one checkpoint's "
+                             "(perturb the data-bin, not the model)")
         seen.setdefault(model, (path, system, test))
         points.setdefault(model, []).append((prob, float(bleu)))
     return {m: sorted(v) for m, v in points.items()}
+
+
+def _decoded_run(system: Dict) -> Optional[str]:
+    """What the generate log of an evaluated system records of the checkpoints that decoded it (its
+    ``fairseq-syntax-decoded`` line, kept by evaluate), as comparable text; None for logs without it."""
+    decoded = system.get("decoded")
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("checkpoints"), list):
+        return None
+    return json.dumps(decoded["checkpoints"], sort_keys=True)
+
+
+def _run_text(run: Optional[str]) -> str:
+    if run is None:
+        return "a log that records no checkpoint (plain text, or an older fairseq-generate)"
+    checkpoints = json.loads(run)
+    shown = ", ".join(f"{quoted(c.get('checkpoint'), 60)} (seed {quoted(c.get('seed'), 12)}, "
+                      f"{quoted(c.get('updates'), 12)} updates)" for c in checkpoints if isinstance(c, dict))
+    return shown or "no checkpoint"
+
+
+def _check_statistics(path: str, ev: Dict, system: str, bleu: float) -> None:
+    """The BLEU of a point must be what its per-sentence statistics give, when the evaluation kept them (--statistics)."""
+    stats = ev.get("statistics")
+    if stats is None:
+        return
+    rows = stats.get(system, {}).get("BLEU") if isinstance(stats, dict) and isinstance(stats.get(system), dict) \
+        else None
+    if not statistics_rows(rows, "BLEU") or not rows or len(rows) != ev.get("sentences"):
+        raise InputError(path, None, f"its statistics hold no per-sentence BLEU counts of {quoted(system, 60)}, one "
+                         "row per sentence (damaged?)")
+    recomputed = corpus_score(make_metric("BLEU"), rows)
+    if abs(recomputed - bleu) > 1e-6 * max(1.0, abs(bleu)):
+        raise InputError(path, None, f"has BLEU {bleu:g}, its per-sentence statistics give {recomputed:g} (edited?)")
 
 
 def noise_figure(points: Dict[str, List[Tuple[float, float]]], title: str = ""):

@@ -5,6 +5,8 @@ statistics (counts), so that tables and paired tests are recomputed from the fil
 whose scores its statistics do not give is refused as damaged.
 """
 
+import hashlib
+import json
 import math
 import os
 import sys
@@ -62,6 +64,8 @@ def _check_result(data: Dict, path: str) -> None:
         raise damaged("'model' must be a name")
     if not isinstance(data.get("seed"), int) or isinstance(data.get("seed"), bool):
         raise damaged("'seed' must be an integer")
+    if not 0 <= data["seed"] < 2**32:  # numpy's range: fairseq seeds its batch order with numpy
+        raise damaged(f"'seed' {data['seed']} is not a seed fairseq trains with (0 to 2^32 - 1)")
     if not isinstance(data.get("stopped"), str):
         raise damaged("'stopped' must say how training ended")
     counts = {key: data.get(key) for key in ("updates", "max_update")}
@@ -110,6 +114,7 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
     """Every result JSON under ``folders``: files of another format are skipped, damaged ones, a second result
     of the same (model, seed) and seeds of one model with another architecture, flags or cap are named."""
     results, seen, where, first = [], set(), {}, {}
+    translations: Dict[tuple, str] = {}  # (model, what a result's per-sentence statistics digest to -> its file
     for folder in folders:
         if not os.path.isdir(folder):
             raise InputError(folder, None, "is not a folder of results")
@@ -133,7 +138,20 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
                 data["_path"] = path
                 _check_same_system(data, first.setdefault(data["model"], data))
                 results.append(data)
+    for data in results:  # once every result is read: a refusal above says nothing of copies
+        digest = (data["model"], _statistics_digest(data))
+        if digest in translations:  # possible on a toy test set that every run translates perfectly
+            print(f"{PROG}: warning: {one_line(data['_path'])}: holds the per-sentence statistics of "
+                  f"{one_line(translations[digest])} on every test set: the same translations as another seed "
+                  "(a copy?)", file=sys.stderr)
+        translations.setdefault(digest, data["_path"])
     return results
+
+
+def _statistics_digest(data: Dict) -> str:
+    """The SHA-256 of a result's per-sentence statistics on every test set (its translations, in effect)."""
+    stats = {name: test["statistics"] for name, test in data["tests"].items()}
+    return hashlib.sha256(json.dumps(stats, sort_keys=True).encode()).hexdigest()
 
 
 #: what every seed of one model (one row of a table) shares: the seeds average one system

@@ -1,0 +1,87 @@
+"""What another hostile review found: a parse-noise curve joining two runs' evaluations, or plotting a BLEU its
+statistics contradict; an evaluation named after another seed than its log records; seeds no run trains with."""
+
+import json
+
+import pytest
+
+from fairseq_syntax_analysis import evaluate as ev
+from fairseq_syntax_analysis import results as rs
+from fairseq_syntax_core.errors import InputError
+
+from .helpers import _folder, fake_result
+
+HYPS = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
+
+
+def _run(seed, save_dir="ck", updates=20):
+    return {"checkpoints": [{"arch": "transformer_dep_rel", "seed": seed, "save_dir": save_dir, "updates": updates,
+                             "checkpoint": f"{save_dir}/checkpoint_last.pt"}], "data_bin": "db", "perturbation": None}
+
+
+def _point(tmp_path, name, perturbation, decoded=None, bleu=30.0, statistics=None):
+    system = {"name": "dep_rel.seed1", "scores": {"BLEU": bleu}}
+    if decoded is not None:
+        system["decoded"] = decoded
+    data = {"systems": [system], "reference": "test.de", "sentences": 1, "perturbation": perturbation}
+    if statistics is not None:
+        data["statistics"] = {"dep_rel.seed1": {"BLEU": statistics}}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _noise(tmp_path, clean, noisy):
+    return rs.cli_main(["noise", "--plot", str(tmp_path / "n.png"), "--point", f"dep_rel:0={clean}",
+                        "--point", f"dep_rel:0.4={noisy}"])
+
+
+@pytest.mark.parametrize("other, words", [
+    (_run(2, "ck2"), "'ck2/checkpoint_last.pt' (seed 2, 20 updates)"),
+    (_run(1, "ck", updates=40), "(seed 1, 40 updates)"),  # the same run, another checkpoint
+    (None, "a log that records no checkpoint"),
+])
+def test_the_points_of_a_noise_curve_are_one_checkpoints_translations(tmp_path, capsys, other, words):
+    clean = _point(tmp_path, "clean", 0.0, _run(1))
+    noisy = _point(tmp_path, "noisy", 0.4, other)
+    assert _noise(tmp_path, clean, noisy) == 1
+    err = capsys.readouterr().err
+    assert f"{noisy}: evaluates translations of " in err and words in err, err
+    assert "must be one checkpoint's" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "n.png").exists()
+    assert _noise(tmp_path, clean, _point(tmp_path, "same", 0.4, _run(1))) == 0
+
+
+def test_a_noise_point_whose_bleu_its_statistics_contradict_is_refused(tmp_path, capsys):
+    rows = [[4, 4, 4, 3, 2, 1, 4, 3, 2, 1]]  # lengths, then every n-gram of a 4-word sentence matched: BLEU 100
+    clean = _point(tmp_path, "clean", 0.0, statistics=rows, bleu=100.0)
+    edited = _point(tmp_path, "edited", 0.4, statistics=rows, bleu=42.0)
+    assert _noise(tmp_path, clean, edited) == 1
+    assert f"{edited}: has BLEU 42, its per-sentence statistics give 100 (edited?)" in capsys.readouterr().err
+    cut = _point(tmp_path, "cut", 0.4, statistics=[], bleu=100.0)
+    assert _noise(tmp_path, clean, cut) == 1
+    assert "one row per sentence (damaged?)" in capsys.readouterr().err
+    assert _noise(tmp_path, clean, _point(tmp_path, "kept", 0.4, statistics=rows, bleu=100.0)) == 0
+
+
+def test_an_evaluated_system_is_named_after_the_seed_its_log_records():
+    with pytest.raises(InputError, match=r"gen\.txt: was decoded by a checkpoint of a seed-2 run .* named "
+                                         r"'dep_rel\.seed1'"):
+        ev.check_decoded_seed(_run(2), "gen.txt", "dep_rel.seed1")
+    ev.check_decoded_seed(_run(2), "gen.txt", "dep_rel.seed2")
+    ev.check_decoded_seed(_run(2), "gen.txt", "dep_rel")  # a name without a seed claims none
+    ev.check_decoded_seed(None, "gen.txt", "dep_rel.seed1")  # plain text: nothing recorded
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 10**30])
+def test_a_result_of_a_seed_fairseq_cannot_train_with_is_damaged(tmp_path, capsys, seed):
+    result = fake_result("transformer", seed, HYPS)
+    assert rs.cli_main(["table", str(_folder(tmp_path, [result])), "--baseline", "transformer"]) == 1
+    assert "is not a seed fairseq trains with (0 to 2^32 - 1)" in capsys.readouterr().err
+
+
+def test_two_seeds_with_the_same_translations_are_warned_about(tmp_path, capsys):
+    one, two = fake_result("transformer", 1, HYPS), fake_result("transformer", 2, HYPS)
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, two])), "--baseline", "transformer"]) == 0
+    err = capsys.readouterr().err
+    assert "transformer.seed2.json: holds the per-sentence statistics of" in err and "(a copy?)" in err, err
