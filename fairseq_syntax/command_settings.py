@@ -58,6 +58,11 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
     if module == "fairseq_cli.generate" and isinstance(groups, int) and groups > 1:  # fairseq indexes by sample id
         return (f"--diverse-beam-groups {groups}: fairseq-generate's diverse beam search fails on a data-bin split "
                 "(fairseq indexes its groups by sentence id); decode those sentences with fairseq-interactive")
+    lm_path = getattr(getattr(cfg, "generation", None), "lm_path", None)
+    if module in ("fairseq_cli.generate", "fairseq_cli.interactive") and lm_path:
+        return (f"--lm-path {one_line(str(lm_path))[:80]}: language-model fusion reads a fairseq language model "
+                "(transformer_lm, ...), and checkpoints load here only for the translation models of this plugin "
+                "and fairseq's transformer and lstm (a checkpoint's model runs its settings): leave it out")
     if module == "fairseq_cli.generate" and getattr(getattr(cfg, "generation", None), "constraints", None):
         return ("--constraints: the data-bin's splits carry no constraints (fairseq-interactive reads them from "
                 "tab-separated input lines): leave it out")
@@ -207,6 +212,9 @@ def interactive_error(cfg: Any) -> Optional[str]:
     prefix = getattr(generation, "prefix_size", 0)
     if isinstance(prefix, int) and prefix > 0:
         return f"--prefix-size {prefix}: fairseq-interactive has no reference to take a prefix from: leave it out"
+    if getattr(generation, "score_reference", False):
+        return ("--score-reference: fairseq-interactive reads source lines only, with no reference to score: "
+                "score references with fairseq-generate --score-reference")
     if getattr(generation, "print_alignment", None) == "soft":
         return "--print-alignment soft: fairseq-interactive prints hard alignments only (fairseq-generate prints soft)"
     replace = getattr(generation, "replace_unk", None)

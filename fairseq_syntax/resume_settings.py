@@ -83,6 +83,9 @@ def resume_error(cfg: Any) -> Optional[str]:
                        "fairseq-syntax-report record will not take it as one run")
     if restarts:
         os.environ[RESTARTS_ENV] = json.dumps(restarts)
+    cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
+    if not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
+        _finished(path, updates, cap)
     problem = _carried_state_error(cfg, state, path)
     if problem is not None:
         return problem
@@ -104,6 +107,16 @@ def resume_error(cfg: Any) -> Optional[str]:
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
             "--reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _finished(path: str, updates: int, cap: int) -> None:
+    """Stop a run started again after it reached ``--max-update``: fairseq would train one more update (it checks
+    the cap after each update) and replace the finished run's checkpoints. Exit 0: a rerun has nothing to do."""
+    import sys
+
+    print(f"fairseq-train: {one_line(path)[:160]} is at update {updates}, --max-update {cap}: the run is finished, "
+          "nothing is trained or saved (raise --max-update to train on)", file=sys.stderr)
+    raise SystemExit(0)
 
 
 def _carried_state_error(cfg: Any, state: dict, path: str) -> Optional[str]:

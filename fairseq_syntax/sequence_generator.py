@@ -30,7 +30,8 @@ words"), on top of fairseq's own limits: a hypothesis has at most
 ``min(L, max_len_a * src_len + max_len_b, max positions - 1)`` pieces.
 
 Combinations: beam search with ``--nbest``, ``--prefix-size``, ``--constraints``,
-``--print-alignment``, ensembles and ``--lm-path`` work as in fairseq; ``--sampling``,
+``--print-alignment`` and ensembles work as in fairseq (``--lm-path`` is refused at start-up: the
+checkpoint loader reads translation models only); ``--sampling``,
 ``--diverse-beam-groups``, ``--diversity-rate`` and ``--match-source-len`` are refused (they
 are not the paper's beam search; with the last the length is fixed and the prior a constant),
 as is a generator class of another task. ``--score-reference`` scores the references with

@@ -4,7 +4,9 @@
 The toy component is a learned bias per pair of dependency labels, added to the attention logits
 of chosen encoder layers. The test copies the plugin, writes that module and the row, and runs
 the copy through fairseq-train, fairseq-generate, fairseq-interactive and a checkpoint reload
-(``--user-dir`` pointing at the copy), as a researcher extending the toolkit would.
+(``--user-dir`` pointing at the copy), as a researcher extending the toolkit would. A training-only
+output with its loss (label tagging) and a decoder component (a position-phase embedding that widens
+the decoder) are walked the same way.
 """
 
 import os
@@ -151,10 +153,62 @@ class LabelTaggingLoss(AuxiliaryLoss):
             metrics.log_scalar("label_acc", 100.0 * correct / tokens, tokens, round=2)
 '''
 
+DECODER_COMPONENT = '''"""A learned embedding of each target position modulo 4, concatenated to the decoder input (a toy)."""
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..options import ModelOptionError, opt
+from .decoder_side import DecoderBuildContext, DecoderComponent, register_decoder
+
+
+@dataclass
+class TargetPhaseOptions:
+    target_phase_dim: int = opt(0, "width of a learned embedding of each target position modulo 4, concatenated "
+                                "to the decoder input (0: off)", metavar="N")
+
+    def check(self) -> None:
+        if self.target_phase_dim < 0:
+            raise ModelOptionError(f"--target-phase-dim {self.target_phase_dim}: expected a width >= 0")
+
+
+@register_decoder
+class TargetPhase(DecoderComponent):
+    name = "target_phase"
+    options = TargetPhaseOptions
+
+    def __init__(self, dim: int) -> None:
+        self.embed_phase = nn.Embedding(4, dim)
+
+    @classmethod
+    def build(cls, ctx: DecoderBuildContext) -> Optional["TargetPhase"]:
+        return cls(ctx.cfg.target_phase_dim) if ctx.cfg.target_phase_dim > 0 else None
+
+    @classmethod
+    def added_width(cls, cfg: Any) -> int:
+        return cfg.target_phase_dim
+
+    def modules(self) -> Dict[str, Optional[nn.Module]]:
+        return {"target_phase": self.embed_phase}
+
+    def prepare(self, decoder, prev_output_tokens: Tensor, incremental_state, tgt_syntax) -> Tensor:
+        phase = torch.arange(prev_output_tokens.size(1), device=prev_output_tokens.device) % 4
+        phase = phase[-1:] if incremental_state is not None else phase  # generation: this step's position
+        return phase.unsqueeze(0).expand(prev_output_tokens.size(0), -1)
+
+    def embed(self, x: Tensor, phase: Tensor, padding_mask: Tensor):
+        return torch.cat([x, self.embed_phase(phase).to(x.dtype)], dim=-1), None
+'''
+
 PRESET_ROW = '''    ("transformer_label_bias_iwslt_de_en", small, "A learned bias per dependency label pair, layer 0.",
      {"label_bias_layers": "0"}),
     ("transformer_label_tagging_iwslt_de_en", small, "Tagging dependency labels from the encoder states.",
      {"label_tagging": True}),
+    ("transformer_target_phase_iwslt_de_en", small, "A position-phase embedding on the decoder input.",
+     {"target_phase_dim": 8}),
 '''
 
 
@@ -167,6 +221,7 @@ def extended_plugin(tmp_path_factory):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (plugin / "models" / "syntax_transformer" / "components" / "label_pair_bias.py").write_text(COMPONENT)
     (plugin / "models" / "syntax_transformer" / "components" / "label_tagging.py").write_text(OUTPUT_WITH_LOSS)
+    (plugin / "models" / "syntax_transformer" / "components" / "target_phase.py").write_text(DECODER_COMPONENT)
     architectures = plugin / "models" / "syntax_transformer" / "architectures.py"
     text = architectures.read_text()
     end = "\n]\n\n\ndef _architecture("
@@ -239,6 +294,38 @@ def test_an_output_and_its_loss_are_one_module_the_criterion_adds_generically(mu
     generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
                       "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
     assert any(line.startswith("H-") for line in generated.stdout.splitlines())  # decoding asks for no outputs
+
+
+@pytest.mark.slow
+def test_a_decoder_component_is_one_module_the_decoder_builds_widens_and_decodes_with(multi30k_bin, extended_plugin,
+                                                                                       tmp_path):
+    """A target-side idea: one module (its width summed into the decoder's), one preset row, through every command."""
+    data, save = str(multi30k_bin), str(tmp_path / "ck")
+    common = ["--user-dir", extended_plugin, "--task", "syntax_translation"]
+    train = _train_argv(data, common, "transformer_target_phase_iwslt_de_en", save)
+    _run(train + ["--max-update", "4"], cwd=str(tmp_path))
+    checkpoint = os.path.join(save, "checkpoint_last.pt")
+    probe = _run([sys.executable, "-c", (
+        "import sys; from fairseq_syntax_core.checkpoint_loader import load_checkpoint\n"
+        "state = load_checkpoint(sys.argv[1])\n"
+        "print(tuple(state['model']['decoder.target_phase.weight'].shape), "
+        "tuple(state['model']['decoder.layers.0.self_attn.k_proj.weight'].shape))"), checkpoint],
+        cwd=str(tmp_path)).stdout.split()
+    assert " ".join(probe) == "(4, 8) (40, 40)"  # its own parameters; the decoder 32 + 8 wide
+    resumed = _run(train + ["--max-update", "6"], cwd=str(tmp_path))
+    assert "loaded checkpoint" in resumed.stderr.lower() + resumed.stdout.lower()
+    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
+                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
+    assert any(line.startswith("H-") for line in generated.stdout.splitlines())
+    interactive = _run([tool("fairseq-interactive"), data, *common, "--path", checkpoint, "--beam", "2",
+                        "--max-len-b", "10", "--cpu", "--source-lang", "en", "--target-lang", "de",
+                        "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
+                        os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
+    assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+    refused = subprocess.run(_train_argv(data, common, "transformer_target_phase_iwslt_de_en", str(tmp_path / "x"),
+                                         "--target-phase-dim", "7", "--max-update", "1"), cwd=str(tmp_path),
+                             env=dict(os.environ, PYTHONPATH=""), capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "the decoder model dimension 39" in refused.stderr, refused.stderr[-2000:]
 
 
 def test_an_option_name_taken_by_another_component_is_refused():

@@ -2,6 +2,8 @@
 statistics contradict; an evaluation named after another seed than its log records; seeds no run trains with."""
 
 import json
+import os
+import shutil
 
 import pytest
 
@@ -11,6 +13,7 @@ from fairseq_syntax_core.errors import InputError
 
 from .helpers import _folder, fake_result
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HYPS = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
 
 
@@ -85,3 +88,46 @@ def test_two_seeds_with_the_same_translations_are_warned_about(tmp_path, capsys)
     assert rs.cli_main(["table", str(_folder(tmp_path, [one, two])), "--baseline", "transformer"]) == 0
     err = capsys.readouterr().err
     assert "transformer.seed2.json: holds the per-sentence statistics of" in err and "(a copy?)" in err, err
+
+
+# ------------------------------------------------------------------ fairseq's commands
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "release_0_2")
+TINY = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--arch", "transformer",
+        "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+        "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16", "--encoder-attention-heads", "2",
+        "--decoder-attention-heads", "2", "--optimizer", "adam", "--lr", "0.001", "--valid-subset", "test",
+        "--save-dir", "ck", "--no-epoch-checkpoints", "--max-tokens", "100", "--seed", "1"]
+
+
+def test_a_finished_run_started_again_trains_nothing_and_keeps_its_checkpoints(tmp_path):
+    """fairseq checks --max-update after each update: a rerun trained update N + 1 and replaced checkpoint_last.pt."""
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    from .conftest import call, tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    call([tool("fairseq-train"), *TINY, "--max-update", "2"], cwd=tmp_path)
+    last = tmp_path / "ck" / "checkpoint_last.pt"
+    before = last.read_bytes()
+    again = call([tool("fairseq-train"), *TINY, "--max-update", "2"], cwd=tmp_path)
+    assert "ck/checkpoint_last.pt is at update 2, --max-update 2: the run is finished, nothing is trained" \
+        in again.stderr, again.stderr[-2000:]
+    assert last.read_bytes() == before
+    call([tool("fairseq-train"), *TINY, "--max-update", "3"], cwd=tmp_path)  # a raised cap trains on
+    assert load_fairseq_checkpoint(str(last))["optimizer_history"][-1]["num_updates"] == 3
+
+
+@pytest.mark.parametrize("command, flags, words", [
+    ("fairseq-interactive", ["--score-reference"], "--score-reference: fairseq-interactive reads source lines only"),
+    ("fairseq-generate", ["--lm-path", "lm.pt", "--lm-weight", "0.5"], "--lm-path lm.pt: language-model fusion"),
+    ("fairseq-interactive", ["--lm-path", "lm.pt"], "--lm-path lm.pt: language-model fusion"),
+])
+def test_decoding_options_that_cannot_work_here_are_refused_at_start(tmp_path, command, flags, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    argv = [tool(command), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax", "--task",
+            "syntax_translation", "--gen-subset", "test", "--path",
+            os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), *flags]
+    result = call(argv, cwd=tmp_path, stdin="a man .\n", expect_ok=False)
+    one_line_error(result, command, words)

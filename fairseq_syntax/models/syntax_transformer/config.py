@@ -209,6 +209,11 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
         check = getattr(options, "check_sizes", None)
         if check is not None:
             check(syntax, sizes)
+    widened = decoder_model_dim(syntax, decoder_dim)  # after the components' own checks, which say more
+    if widened != decoder_dim:
+        check_heads(widened, decoder_heads, "--decoder-attention-heads",
+                    f"the decoder model dimension {widened} (--decoder-embed-dim {decoder_dim} + what the decoder "
+                    "components add)")
     settings = vars(args) if isinstance(args, argparse.Namespace) else {}
     problem = settings_size_problem(settings, "the model", ": no memory holds it (a typo?)", as_flags=True)
     if problem is not None:  # what a checkpoint of it would be refused for, refused before any work
