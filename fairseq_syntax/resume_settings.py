@@ -11,22 +11,31 @@
   schedule count from there) and says only "@ 0 updates". Warned, with the count the checkpoint had; the counts
   at which a run restarted are carried in its checkpoints' task state (``update_restarts``, through
   :data:`RESTARTS_ENV` so that processes fairseq spawns see them), and ``fairseq-syntax-report record``
-  refuses such a run: it is not one run under ``--max-update``.
+  refuses such a run: it is not one run under ``--max-update``. Likewise ``--reset-dataloader`` on a resume
+  (fairseq starts the epochs again at epoch 1: ``epoch_restarts``).
+* **Which run a checkpoint belongs to.** A run draws an identifier when it starts and every resume keeps it
+  (``run_id`` in the task state, through :data:`RUN_ID_ENV`): ``report record`` refuses a
+  ``checkpoint_best.pt`` of another run left in the same folder.
 """
 
 import ast
 import json
 import logging
 import os
+import uuid
 from typing import Any, List, Optional, Tuple
 
-from fairseq_syntax_core.decoding_record import RESTARTS_KEY, update_restarts  # noqa: F401
+from fairseq_syntax_core.decoding_record import (  # noqa: F401
+    EPOCH_RESTARTS_KEY, RESTARTS_KEY, RUN_ID_KEY, epoch_restarts, stored_run_id, update_restarts,
+)
 from fairseq_syntax_core.oneline import one_line
 
 logger = logging.getLogger(__name__)
 
 #: the environment variable that hands them from the check to the task (and to the processes fairseq spawns)
 RESTARTS_ENV = "FAIRSEQ_SYNTAX_UPDATE_RESTARTS"
+EPOCH_RESTARTS_ENV = "FAIRSEQ_SYNTAX_EPOCH_RESTARTS"
+RUN_ID_ENV = "FAIRSEQ_SYNTAX_RUN_ID"
 
 #: the settings that decide how an epoch is cut into batches: (section, key, flag)
 BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
@@ -62,11 +71,13 @@ def resumed_checkpoint(cfg: Any) -> Optional[str]:
 
 def resume_error(cfg: Any) -> Optional[str]:
     """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
-    os.environ.pop(RESTARTS_ENV, None)
+    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, RUN_ID_ENV):
+        os.environ.pop(name, None)
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader")]
     if path is None:
+        os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
         return None
     from fairseq_syntax_core.errors import CheckpointError
 
@@ -83,6 +94,16 @@ def resume_error(cfg: Any) -> Optional[str]:
                        "fairseq-syntax-report record will not take it as one run")
     if restarts:
         os.environ[RESTARTS_ENV] = json.dumps(restarts)
+    epochs = epoch_restarts(state)
+    if resets[1] and isinstance(updates, int) and updates > 0:
+        epochs.append(updates)
+        logger.warning(f"--reset-dataloader: {one_line(path)[:120]} was at update {updates}; fairseq starts the epochs "
+                       "again at epoch 1 (the batches trained are trained again), and fairseq-syntax-report record "
+                       "will not take it as one run")
+    if epochs:
+        os.environ[EPOCH_RESTARTS_ENV] = json.dumps(epochs)
+    if stored_run_id(state) is not None:  # a run started before runs carried one keeps none
+        os.environ[RUN_ID_ENV] = stored_run_id(state)
     cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
     if not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
         _finished(path, updates, cap)
@@ -240,10 +261,16 @@ def resumed_state(cfg: Any) -> dict:
             "finetune_from_model": getattr(checkpoint, "finetune_from_model", None) is not None}
 
 
-def current_restarts() -> List[int]:
-    """The restarts this training process carries into the checkpoints it saves (:func:`resume_error` set them)."""
+def current_restarts(name: str = RESTARTS_ENV) -> List[int]:
+    """The restarts this training process carries into the checkpoints it saves (:func:`resume_error` set them):
+    of the update count (:data:`RESTARTS_ENV`) or of the epochs (:data:`EPOCH_RESTARTS_ENV`)."""
     try:
-        counts = json.loads(os.environ.get(RESTARTS_ENV, "[]"))
+        counts = json.loads(os.environ.get(name, "[]"))
     except ValueError:
         return []
     return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []
+
+
+def current_run_id() -> Optional[str]:
+    """The identifier of the run this training process continues or starts (None: a run older than identifiers)."""
+    return os.environ.get(RUN_ID_ENV) or None

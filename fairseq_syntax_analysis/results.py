@@ -41,6 +41,7 @@ from .result_format import (  # noqa: F401
     FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows, test_problem,
 )
 from .table import compare_seeds, make_table  # noqa: F401
+from .run_checks import one_run_problem, run_id_problem
 from .train_log import logged_run, training_seconds, valid_metrics
 
 
@@ -52,6 +53,7 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
     from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
 
     facts: Dict = {}
+    states: Dict = {}
     for which in ("last", "best"):
         path = os.path.join(save_dir, f"checkpoint_{which}{suffix}.pt")
         if not os.path.lexists(path):
@@ -64,18 +66,10 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
         extra = state.get("extra_state") or {}
         history = state.get("optimizer_history") or [{}]
         facts[f"{which}_updates"] = int(history[-1].get("num_updates", 0))
-        counts = [h.get("num_updates") for h in history if isinstance(h, dict) and isinstance(h.get("num_updates"), int)]
-        stored = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
-        started = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
-        if started.get("finetune_from_model"):
-            raise InputError(path, None, f"records --finetune-from-model {quoted(started['finetune_from_model'], 80)}: "
-                             "its run started from those weights (fairseq reads them on a first launch), so it is "
-                             "not one run from scratch under --max-update")
-        restarted = update_restarts(state) or [counts[i - 1] for i in range(1, len(counts)) if counts[i] < counts[i - 1]]
-        if restarted:
-            raise InputError(path, None, f"counted {restarted[0]} updates, then again from 0: a resume with "
-                             "--reset-optimizer restarted its count, so it is not one run under --max-update "
-                             "(train it again without the reset)")
+        problem = one_run_problem(state)
+        if problem is not None:
+            raise InputError(path, None, problem)
+        states[which] = state
         iterator = extra.get("train_iterator") or {}
         for key in ("epoch", "iterations_in_epoch"):
             value = iterator.get(key, 0)
@@ -97,7 +91,7 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
             metric = checkpointing.get("best_checkpoint_metric", "loss")
             facts["best_checkpoint_metric"] = (metric if isinstance(metric, str)
                                                and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
-    problem = same_run_problem(facts)
+    problem = run_id_problem(states["best"], states["last"]) or same_run_problem(facts)
     if problem is not None:
         raise InputError(os.path.join(save_dir, f"checkpoint_best{suffix}.pt"), None, problem)
     return facts

@@ -81,13 +81,39 @@ def training_data(state: Dict) -> Optional[Dict[str, object]]:
 RESTARTS_KEY = "update_restarts"
 
 
-def update_restarts(state: Dict) -> List[int]:
-    """The update counts at which the run of a checkpoint ``state`` restarted its count (none recorded: [])."""
-    task_state = state.get("task_state") if isinstance(state.get("task_state"), dict) else {}
-    counts = task_state.get(RESTARTS_KEY)
+#: the task-state key of the update counts at which a resume started the epochs again (``--reset-dataloader``)
+EPOCH_RESTARTS_KEY = "epoch_restarts"
+#: the task-state key of a run's identifier: drawn when a run starts, kept by every resume of it
+RUN_ID_KEY = "run_id"
+
+
+def _task_state(state: Dict) -> Dict:
+    return state.get("task_state") if isinstance(state.get("task_state"), dict) else {}
+
+
+def _counts(state: Dict, key: str) -> List[int]:
+    counts = _task_state(state).get(key)
     if not isinstance(counts, list):
         return []
     return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+
+
+def update_restarts(state: Dict) -> List[int]:
+    """The update counts at which the run of a checkpoint ``state`` restarted its count (none recorded: [])."""
+    return _counts(state, RESTARTS_KEY)
+
+
+def epoch_restarts(state: Dict) -> List[int]:
+    """The update counts at which the run of a checkpoint ``state`` started its epochs again (none recorded: [])."""
+    return _counts(state, EPOCH_RESTARTS_KEY)
+
+
+def stored_run_id(state: Dict) -> Optional[str]:
+    """The identifier of the run that saved checkpoint ``state``; None for checkpoints of runs started before runs
+    carried one (or edited into something else)."""
+    value = _task_state(state).get(RUN_ID_KEY)
+    return value if isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value) \
+        else None
 
 
 def note_read(path: Any, state: Any) -> None:

@@ -20,6 +20,7 @@
   ``fairseq_cli`` module (its argument checks) and omegaconf's missing mandatory value (the flag named).
 """
 
+import atexit
 import contextlib
 import ctypes
 import errno
@@ -34,7 +35,7 @@ import sys
 from typing import Iterator, List, Optional
 
 from fairseq_syntax_core.errors import UserError
-from fairseq_syntax_core.signal_exceptions import Interrupted
+from fairseq_syntax_core.signal_exceptions import Interrupted, handle_late_signals
 from fairseq_syntax_core.oneline import one_line
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
@@ -402,15 +403,17 @@ def install_error_hook() -> None:
         return
 
     def hook(kind, value, traceback):
-        if isinstance(value, Interrupted):
-            name = signal.Signals(value.signum).name
+        if isinstance(value, Interrupted) or (isinstance(value, KeyboardInterrupt)  # Python's own: a Ctrl-C
+                                              and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1"):
+            signum = value.signum if isinstance(value, Interrupted) else signal.SIGINT
+            name = signal.Signals(signum).name
             try:
                 sys.stdout.flush()
                 sys.stderr.write(f"\n{_prog()}: interrupted ({name}); no output was left half-written\n")
                 sys.stderr.flush()
             except (OSError, ValueError):
                 pass
-            os._exit(128 + value.signum)
+            os._exit(128 + signum)
         if os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1":
             shown = value if issubclass(kind, USER_ERRORS) else None
             if shown is None:
@@ -425,6 +428,8 @@ def install_error_hook() -> None:
 
     hook._fairseq_syntax = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+    atexit.register(handle_late_signals)  # runs before the exit callbacks registered earlier (torch's)
+
 
 
 def _in_forked_worker() -> bool:

@@ -203,8 +203,14 @@ def check_same_features(first: str, first_meta: Dict, other: str, other_meta: Di
 
 def check_same_train_content(where: str, info: Dict, first: Dict) -> None:
     """Shard ``info`` was cut from the same train bytes as ``first`` (their ``train_sha256``); else
-    DataBinError naming ``where``. Shards made before the hash was recorded have none and pass."""
+    DataBinError naming ``where``. Shards made before the hash was recorded have none and pass, but only
+    together: one shard with it and one without is refused."""
     mine, theirs = info.get("train_sha256"), first.get("train_sha256")
+    if bool(mine) != bool(theirs):  # shards of one run record it in all of them, or (older runs) in none
+        raise DataBinError(where, None, f"is shard {info.get('id')}, which {'records' if mine else 'lacks'} the "
+                           f"SHA-256 of the train files that the first shard {'lacks' if mine else 'records'}: "
+                           "shards of one fairseq-syntax-preprocess --num-shards run record it alike (edited, or "
+                           "shards of two runs?)")
     if mine and theirs and mine != theirs:
         raise DataBinError(where, None, f"is shard {info.get('id')}, cut from train files {quoted(info.get('train_files'))} "
                            f"whose content differs from the first shard's (SHA-256 {mine[:12]}... against "

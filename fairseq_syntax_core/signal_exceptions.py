@@ -3,11 +3,13 @@ results file): :func:`signals_raised` turns SIGINT, SIGTERM and SIGHUP into :cla
 the error hook (:func:`fairseq_syntax_core.interrupts.install_error_hook`) prints it as one line."""
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from typing import Iterator
 
-__all__ = ["Interrupted", "signals_raised"]
+__all__ = ["Interrupted", "handle_late_signals", "signals_raised"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -40,3 +42,27 @@ def signals_raised() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def handle_late_signals() -> None:
+    """At interpreter exit: a signal while Python's exit callbacks run (torch's finalizers) is one line and
+    128 + the signal, not a ``KeyboardInterrupt`` traceback "ignored in atexit callback" and exit 0."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, _late_signal)
+
+
+def _late_signal(signum, frame) -> None:
+    try:
+        sys.stderr.write(f"\n{_prog()}: interrupted ({signal.Signals(signum).name}) while exiting, after its work "
+                         "was done\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(128 + signum)
+
+
+def _prog() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"

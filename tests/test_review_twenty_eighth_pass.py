@@ -131,3 +131,99 @@ def test_decoding_options_that_cannot_work_here_are_refused_at_start(tmp_path, c
             os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), *flags]
     result = call(argv, cwd=tmp_path, stdin="a man .\n", expect_ok=False)
     one_line_error(result, command, words)
+
+
+# ------------------------------------------------------------------ which run a checkpoint belongs to
+def _train(folder, *flags):
+    from .conftest import call, tool
+
+    return call([tool("fairseq-train"), *TINY, *flags], cwd=folder)
+
+
+def test_record_refuses_the_best_checkpoint_another_run_left_in_the_folder(tmp_path):
+    """Two runs of one architecture, seed, folder and data-bin: only the identifier each drew tells them apart."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2")
+    first = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["run_id"]
+    _train(tmp_path, "--max-update", "3")  # the same run, resumed: the same identifier
+    assert load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["run_id"] == first
+    rs_.checkpoint_facts(str(tmp_path / "ck"))
+    best = (tmp_path / "ck" / "checkpoint_best.pt").read_bytes()
+    shutil.rmtree(tmp_path / "ck")
+    _train(tmp_path, "--max-update", "4", "--lr", "0.002")  # another run in the same folder
+    assert load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["run_id"] != first
+    (tmp_path / "ck" / "checkpoint_best.pt").write_bytes(best)
+    with pytest.raises(Refused, match=rf"checkpoint_best.pt: is of run {first[:12]}, checkpoint_last.pt of run "):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_a_resume_with_reset_dataloader_is_warned_and_record_refuses_the_run(tmp_path):
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    resumed = _train(tmp_path, "--max-update", "2", "--reset-dataloader")
+    assert "--reset-dataloader: ck/checkpoint_last.pt was at update 1; fairseq starts the epochs again at epoch 1" \
+        in resumed.stderr + resumed.stdout
+    _train(tmp_path, "--max-update", "3")  # carried by later resumes
+    with pytest.raises(Refused, match="was resumed at update 1 with --reset-dataloader: fairseq started its epochs"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_a_shard_that_lacks_the_train_digest_the_others_record_is_refused():
+    from fairseq_syntax_core.errors import DataBinError
+    from fairseq_syntax_core.shards import check_same_train_content
+
+    first = {"id": 0, "train_sha256": "a" * 64}
+    with pytest.raises(DataBinError, match="is shard 1, which lacks the SHA-256 of the train files that the first "
+                                           "shard records"):
+        check_same_train_content("s1/syntax.json", {"id": 1}, first)
+    check_same_train_content("s1/syntax.json", {"id": 1}, {"id": 0})  # shards of a release before the digest
+
+
+@pytest.mark.parametrize("name", ["../../tmp/fifo", "dict.en.txt\n", ""])
+def test_a_stored_data_record_naming_files_outside_a_data_bin_is_damaged(name):
+    from fairseq_syntax.data import provenance
+
+    record = {"dictionaries_sha256": {"dict.en.txt": "a" * 64, name: "b" * 64}}
+    assert provenance.decode(json.dumps(record)) == {provenance.DAMAGED: True}
+    assert provenance.decode(json.dumps({"dictionaries_sha256": {"dict.en.txt": "a" * 64}}))["dictionaries_sha256"]
+
+
+def test_two_copies_of_a_stored_data_record_that_disagree_are_damaged():
+    from fairseq_syntax.data import provenance
+
+    one = provenance.decode(json.dumps({"dictionaries_sha256": {"dict.en.txt": "a" * 64}}))
+    other = provenance.decode(json.dumps({"dictionaries_sha256": {"dict.en.txt": "b" * 64}}))
+    assert provenance.kept(one, other) == {provenance.DAMAGED: True}
+    assert provenance.kept(one, dict(one)) == one
+
+
+# ------------------------------------------------------------------ signals while exiting
+LATE = """
+import atexit, os, signal, sys, time
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1)))  # runs after the plugin's
+from fairseq_syntax_core import interrupts
+interrupts.install_error_hook()
+sys.argv[0] = "fairseq-generate"
+{body}
+"""
+
+
+@pytest.mark.parametrize("body, words", [
+    ("print('done')", "fairseq-generate: interrupted (SIGINT) while exiting, after its work was done"),
+    ("raise KeyboardInterrupt", "fairseq-generate: interrupted (SIGINT); no output was left half-written"),
+])
+def test_a_signal_while_a_command_exits_is_one_line(tmp_path, body, words):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", LATE.format(body=body)], capture_output=True, text=True,
+                            timeout=60, env=dict(os.environ, FAIRSEQ_SYNTAX_TRACEBACK="0"))
+    assert result.returncode == 130 and words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional
 from fairseq_syntax_core.databin import CODES_FILE
 from fairseq_syntax_core.decoding_record import PROVENANCE_ARG
 from fairseq_syntax_core.oneline import one_line, shortened
+from fairseq_syntax_core.names import FILE_NAME, name_problem
 from fairseq_syntax_core.shards import id_files
 
 __all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_files", "unchecked",
@@ -144,6 +145,9 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
         decoded["bpe_codes_sha256"] = None  # malformed: not compared (unchecked() says so)
         decoded[MALFORMED] = "bpe_codes_sha256"
     if isinstance(hashes, dict):
+        if not all(isinstance(k, str) and name_problem(FILE_NAME, k) is None and isinstance(v, str)
+                   and _HEX64.fullmatch(v) for k, v in hashes.items()):
+            return {DAMAGED: True}  # names read from a checkpoint: file names of a data-bin, or an edited record
         decoded[DICTIONARIES] = dict(hashes)
     if isinstance(data.get(PERTURBATION), dict):
         decoded[PERTURBATION] = data[PERTURBATION]
@@ -240,7 +244,12 @@ def kept(*records: Optional[Dict]) -> Optional[Dict]:
     """The first of a checkpoint's decoded copies of its record (its args', its task state's) that is whole; a
     damaged one only when no copy is whole; None when it keeps none."""
     present = [r for r in records if r]
-    return next((r for r in present if not r.get(DAMAGED)), present[0] if present else None)
+    whole = [r for r in present if not r.get(DAMAGED)]
+    compared = (DICTIONARIES, "bpe_codes_sha256")
+    if any(a.get(k) is not None and b.get(k) is not None and a.get(k) != b.get(k)
+           for a in whole for b in whole for k in compared):
+        return {DAMAGED: True}  # both copies are written from one record: one was edited
+    return next(iter(whole), present[0] if present else None)
 
 
 def restored_checkpoint(model_cfg) -> Optional[str]:

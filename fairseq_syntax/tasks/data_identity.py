@@ -40,13 +40,20 @@ class DataIdentity:
         restarts = resume_settings.current_restarts()
         if restarts:  # a resume restarted the update count (--reset-optimizer): record cannot count it as one run
             state[resume_settings.RESTARTS_KEY] = restarts
+        epochs = resume_settings.current_restarts(resume_settings.EPOCH_RESTARTS_ENV)
+        if epochs:  # a resume started the epochs again (--reset-dataloader): neither
+            state[resume_settings.EPOCH_RESTARTS_KEY] = epochs
+        run_id = resume_settings.current_run_id()
+        if run_id is not None:  # which run saved the checkpoint: record refuses a best checkpoint of another
+            state[resume_settings.RUN_ID_KEY] = run_id
         return state
 
     def load_state_dict(self, state_dict):
         """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
         state_dict = dict(state_dict)
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
-        state_dict.pop(resume_settings.RESTARTS_KEY, None)
+        for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY):
+            state_dict.pop(key, None)
         super().load_state_dict(state_dict)
 
     def _check_data_bin(self, trained, what: str) -> None:
