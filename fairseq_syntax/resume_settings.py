@@ -87,9 +87,14 @@ def resume_error(cfg: Any) -> Optional[str]:
         return str(error)
     updates = _updates(state)
     restarts = update_restarts(state)
-    if resets[0] and isinstance(updates, int) and updates > 0:
+    # fairseq takes the update count from the optimizer state: without one (--no-save-optimizer-state) it counts
+    # from 0 again, as with --reset-optimizer
+    recount = resets[0] or state.get("last_optimizer_state") is None
+    if recount and isinstance(updates, int) and updates > 0:
         restarts.append(updates)
-        logger.warning(f"--reset-optimizer: {one_line(path)[:120]} was at update {updates}; this run counts its "
+        why = "--reset-optimizer: " if resets[0] else ""
+        held = "" if resets[0] else " and holds no optimizer state (saved with --no-save-optimizer-state)"
+        logger.warning(f"{why}{one_line(path)[:120]} was at update {updates}{held}; this run counts its "
                        "updates from 0 again (--max-update and the learning-rate schedule too), and "
                        "fairseq-syntax-report record will not take it as one run")
     if restarts:
@@ -105,7 +110,7 @@ def resume_error(cfg: Any) -> Optional[str]:
     if stored_run_id(state) is not None:  # a run started before runs carried one keeps none
         os.environ[RUN_ID_ENV] = stored_run_id(state)
     cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
-    if not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
+    if not recount and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
         _finished(path, updates, cap)
     problem = _carried_state_error(cfg, state, path)
     if problem is not None:

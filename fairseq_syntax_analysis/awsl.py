@@ -25,7 +25,8 @@ import torch
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.argtypes import positive, refuse_repeats
-from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder
+from fairseq_syntax_core.fileio import atomic_write_all, check_output_path, check_outside, make_output_folder, \
+    remove_empty_folders
 
 from .commands import figure_writer, run_command
 from .rendering import one_line, plot_text
@@ -175,17 +176,24 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         raise InputError(repr(args.out), None, "--out names no file: give a prefix such as awsl/valid")
     for suffix in (".tsv", ".png"):
         check_outside(args.out + suffix, args.data, "--out", "the data-bin")  # before any folder is made
-    make_output_folder(args.out)
-    for suffix in (".tsv", ".png"):
-        check_output_path(args.out + suffix, [args.path], "--out")
-    model, _task, dataset = load(args.data, args.path, args.split, args.cpu, args.allow_other_data_bin)
+    if not os.path.isfile(args.path):
+        raise InputError(args.path, None, "not found: --path names the checkpoint file to analyse")
+    made = make_output_folder(args.out)
     try:
-        rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
-    except ValueError as err:
-        print(f"fairseq-syntax-awsl: error: {one_line(args.path)}: {one_line(str(err))}", file=sys.stderr)
-        return 2
-    figure = awsl_figure(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
-    atomic_write_all([(args.out + ".tsv", tsv_writer(rows)), (args.out + ".png", figure_writer(figure))])
+        for suffix in (".tsv", ".png"):
+            check_output_path(args.out + suffix, [args.path], "--out")
+        model, _task, dataset = load(args.data, args.path, args.split, args.cpu, args.allow_other_data_bin)
+        try:
+            rows = compute_awsl(model, dataset, args.max_sentences, args.batch_size)
+        except ValueError as err:
+            print(f"fairseq-syntax-awsl: error: {one_line(args.path)}: {one_line(str(err))}", file=sys.stderr)
+            remove_empty_folders(made)
+            return 2
+        figure = awsl_figure(rows, title=f"AWSL, {args.split} ({rows[0]['sentences']} sentences)")
+        atomic_write_all([(args.out + ".tsv", tsv_writer(rows)), (args.out + ".png", figure_writer(figure))])
+    except BaseException:
+        remove_empty_folders(made)  # a failed run leaves no folder of its own behind
+        raise
     for r in rows:
         print(f"layer {r['layer']}\tAWSL {r['awsl_syntax']:.4f}\tcontent {r['awsl_content']:.4f}")
     print(f"wrote {one_line(args.out)}.tsv and {one_line(args.out)}.png", file=sys.stderr)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from fairseq_syntax_core import trees
-from fairseq_syntax_core.databin import HEAD, LABEL
+from fairseq_syntax_core.databin import HEAD, LABEL, recorded_perturbation  # noqa: F401 (evaluate reads it here)
 
 __all__ = ["SourceProfile", "profile_from_data_bin", "profile_from_text", "parse_edges", "bucket_of", "bucket_names"]
 
@@ -72,27 +72,6 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
         texts.append(task.src_dict.string(dataset.src[i], "subword_nmt"))
     p = recorded_perturbation(task.metadata, os.path.join(data_bin, "syntax.json"))
     return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts, p)
-
-
-def recorded_perturbation(metadata: dict, path: str) -> Union[float, List[float]]:
-    """The share of perturbed parses a data-bin records (``perturbation.p`` of fairseq-syntax-perturb; 0 when
-    none): one p, or the p of each round, first first, for a copy perturbed again (``perturbation.previous``).
-    A record that is not what fairseq-syntax-perturb writes is refused, naming ``path`` and the key."""
-    from fairseq_syntax_core.errors import DataBinError
-    from fairseq_syntax_core.oneline import quoted
-
-    rounds: List[float] = []
-    record, key = metadata.get("perturbation"), "perturbation"
-    while record is not None:
-        p = record.get("p") if isinstance(record, dict) else None
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1 or len(rounds) >= 100:
-            raise DataBinError(path, None, f"{key}.p: {quoted(p, 40)} is not the probability in [0, 1] "
-                               "fairseq-syntax-perturb records (edited?)")
-        rounds.append(float(p))
-        record, key = record.get("previous"), key + ".previous"
-    if not rounds:
-        return 0.0
-    return rounds[0] if len(rounds) == 1 else rounds[::-1]
 
 
 def check_split(task, split: str, flag: str) -> None:

@@ -386,7 +386,7 @@ def check_decoded_seed(record: Optional[Dict], log: str, name: str) -> None:
         return
     (seed,) = seeds
     if int(match.group(1)) != seed:
-        raise InputError(log, None, f"was decoded by a checkpoint of a seed-{seed} run (its fairseq-syntax-decoded "
+        raise InputError(log, None, f"was decoded by a checkpoint of a seed-{quoted(seed, 20)} run (its fairseq-syntax-decoded "
                          f"line), but the system is named {quoted(name, 60)}: name it after the seed it is")
 
 

@@ -29,7 +29,9 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.argtypes import refuse_repeats
-from fairseq_syntax_core.decoding_record import IDENTITY_KEYS, run_identity, training_data, update_restarts  # noqa: F401
+from fairseq_syntax_core.decoding_record import (  # noqa: F401
+    IDENTITY_KEYS, run_identity, stored_run_id, training_data, update_restarts,
+)
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.oneline import one_line, quoted
@@ -79,6 +81,7 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
         facts[f"{which}_epoch"] = epoch_of(iterator)
         facts[f"{which}_identity"] = run_identity(state)
         facts[f"{which}_training_data"] = training_data(state)
+        facts[f"{which}_run_id"] = stored_run_id(state)
         if which == "best":
             best = extra.get("best", extra.get("val_loss"))
             if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))
@@ -102,14 +105,21 @@ SAME_RUN_KEYS = ("arch", "seed", "save_dir", "data")
 
 def _decoded_differs(decoded: Dict, facts: Dict) -> List[str]:
     """What of a checkpoint a generate log says it decoded with is not of the run of ``facts``: its run identity
-    (:data:`SAME_RUN_KEYS`), its training data, or more updates than the run's last checkpoint has."""
+    (:data:`SAME_RUN_KEYS`, the run identifier), its training data, more updates than the run's last checkpoint
+    has, or other updates than its best checkpoint has, when it was that checkpoint (a log of an earlier best)."""
     differ = _differing(decoded, facts["last_identity"], SAME_RUN_KEYS)
+    ids = decoded.get("run_id"), facts.get("last_run_id")
+    if all(isinstance(i, str) for i in ids) and ids[0] != ids[1]:
+        differ.append(f"run {quoted(ids[0], 16)} (this folder's: {ids[1][:12]})")
     trained, ours = decoded.get("training_data"), facts.get("last_training_data")
     if isinstance(trained, dict) and isinstance(ours, dict) and trained != ours:
         differ.append("training_data")
     updates = decoded.get("updates")
     if isinstance(updates, int) and not isinstance(updates, bool) and updates > facts["last_updates"]:
         differ.append(f"updates ({updates}, the last checkpoint: {facts['last_updates']})")
+    elif isinstance(updates, int) and re.fullmatch(r"checkpoint_best.*\.pt", os.path.basename(str(decoded.get(
+            "checkpoint")))) and updates != facts["best_updates"]:
+        differ.append(f"updates of checkpoint_best.pt ({updates}, now {facts['best_updates']}: an earlier best)")
     return differ
 
 

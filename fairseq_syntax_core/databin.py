@@ -20,7 +20,7 @@ streams are the same kinds under the target's language code (``S.SRC-TGT.TGT.hea
 
 import os
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -241,3 +241,21 @@ def required(meta: Dict, key: str, path: str) -> object:
         raise DataBinError(path, None, f"has no key {key}: not the metadata that fairseq-syntax-preprocess writes "
                                        "(damaged, or edited); re-run fairseq-syntax-preprocess")
     return meta[key]
+
+
+def recorded_perturbation(metadata: dict, path: str) -> Union[float, List[float]]:
+    """The share of perturbed parses a data-bin records (``perturbation.p`` of fairseq-syntax-perturb; 0 when
+    none): one p, or the p of each round, first first, for a copy perturbed again (``perturbation.previous``).
+    A record that is not what fairseq-syntax-perturb writes is refused, naming ``path`` and the key."""
+    rounds: List[float] = []
+    record, key = metadata.get("perturbation"), "perturbation"
+    while record is not None:
+        p = record.get("p") if isinstance(record, dict) else None
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1 or len(rounds) >= 100:
+            raise DataBinError(path, None, f"{key}.p: {quoted(p, 40)} is not the probability in [0, 1] "
+                               "fairseq-syntax-perturb records (edited?)")
+        rounds.append(float(p))
+        record, key = record.get("previous"), key + ".previous"
+    if not rounds:
+        return 0.0
+    return rounds[0] if len(rounds) == 1 else rounds[::-1]

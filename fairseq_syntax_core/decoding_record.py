@@ -123,6 +123,8 @@ def note_read(path: Any, state: Any) -> None:
     identity = run_identity(state)
     identity["checkpoint"] = os.path.normpath(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
     identity["training_data"] = training_data(state)
+    if stored_run_id(state) is not None:  # which run saved it (report record compares it)
+        identity["run_id"] = stored_run_id(state)
     history = state.get("optimizer_history")
     updates = history[-1].get("num_updates") if isinstance(history, list) and history and \
         isinstance(history[-1], dict) else None
@@ -152,10 +154,21 @@ def parse_line(line: str) -> Optional[Dict]:
     if mark != MARK or not sep:
         return None
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_constant=_not_json)  # NaN, Infinity: Python's, not JSON
     except (ValueError, RecursionError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("checkpoints"), list) \
-            or not all(isinstance(c, dict) for c in record["checkpoints"]):
+            or not all(isinstance(c, dict) and _counts_are_counts(c) for c in record["checkpoints"]):
         return None
     return record
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _counts_are_counts(checkpoint: Dict) -> bool:
+    """The seed, update count and cap a checkpoint record holds are whole numbers of a real run, where present."""
+    return all(checkpoint.get(key) is None or (type(checkpoint[key]) is int and 0 <= checkpoint[key] < 2**63)
+               for key in ("seed", "updates", "max_update")) and \
+        (checkpoint.get("run_id") is None or isinstance(checkpoint["run_id"], str))

@@ -226,15 +226,30 @@ def file_in_the_way(folder: str) -> Optional[str]:
     return None if os.path.isdir(existing) else existing
 
 
-def make_output_folder(path: str) -> None:
-    """Make the folder of output ``path`` and its parents, or an :class:`InputError` naming a file in the way."""
+def make_output_folder(path: str) -> List[str]:
+    """Make the folder of output ``path`` and its parents, or an :class:`InputError` naming a file in the way;
+    returns the folders made, deepest first (for :func:`remove_empty_folders` when the command fails)."""
     folder = os.path.dirname(path)
     if not folder:
-        return
+        return []
     blocking = file_in_the_way(folder)
     if blocking is not None:
         raise InputError(path, None, f"cannot write here: {blocking} is a file, not a folder")
+    made, missing = [], os.path.abspath(folder)
+    while not os.path.exists(missing):
+        made.append(missing)
+        missing = os.path.dirname(missing)
     os.makedirs(folder, exist_ok=True)
+    return made
+
+
+def remove_empty_folders(folders: Iterable[str]) -> None:
+    """Remove ``folders`` (deepest first) where still empty: those a failed command made for its outputs."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (someone wrote there), or gone
+            return
 
 
 def text_writer(chunks: Iterable[str]) -> Callable[[str], None]:

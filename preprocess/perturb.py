@@ -49,7 +49,7 @@ import numpy as np
 from fairseq_syntax_core.argtypes import refuse_repeats
 from fairseq_syntax_core.databin import (
     HEAD, LABEL, METADATA_FILE, PARSED_LANGS_KEY, PHRASE, PHRASE_FROM_DEPENDENCY, PHRASE_STRUCTURE_KEY, POS, codes_file,
-    required, stream_prefix,
+    recorded_perturbation, required, stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
 from fairseq_syntax_core.errors import InputError, UsageError
@@ -255,6 +255,7 @@ def run(args) -> Dict[str, int]:
         raise InputError(meta_path, None, "not found or not written by fairseq-syntax-preprocess: "
                          "perturb a data-bin the pipeline made")
     src, tgt = required(meta, "source_lang", meta_path), required(meta, "target_lang", meta_path)
+    recorded_perturbation(meta, meta_path)  # an earlier round's record is carried on: it must be one
     streams = meta.get(PARSED_LANGS_KEY, {}).get(src, [])
     if HEAD.name not in streams or LABEL.name not in streams:
         raise InputError(meta_path, None, f"the source '{src}' has no parse streams to perturb")

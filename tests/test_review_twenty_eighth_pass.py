@@ -227,3 +227,68 @@ def test_a_signal_while_a_command_exits_is_one_line(tmp_path, body, words):
                             timeout=60, env=dict(os.environ, FAIRSEQ_SYNTAX_TRACEBACK="0"))
     assert result.returncode == 130 and words in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------ the thirtieth pass
+def test_a_resume_from_a_checkpoint_without_optimizer_state_is_a_restart_record_refuses(tmp_path):
+    """fairseq takes the update count from the optimizer state: without one it counts from 0 again."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1", "--no-save-optimizer-state")
+    resumed = _train(tmp_path, "--max-update", "1")  # not finished: fairseq would count from 0
+    assert "ck/checkpoint_last.pt was at update 1 and holds no optimizer state" in resumed.stderr + resumed.stdout
+    assert load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["update_restarts"] == [1]
+    with pytest.raises(Refused, match="counted 1 updates, then again from 0"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_record_refuses_translations_of_a_run_deleted_before_this_one():
+    facts = {"last_identity": {"arch": "a", "seed": 1}, "last_training_data": None, "last_updates": 30,
+             "best_updates": 20, "last_run_id": "b" * 32}
+    assert "run 'aaaaaaaaaaaa... (this folder's: bbbbbbbbbbbb)" in rs._decoded_differs(
+        {"arch": "a", "seed": 1, "run_id": "a" * 32, "updates": 20}, facts)[0]
+    stale = {"arch": "a", "seed": 1, "run_id": "b" * 32, "updates": 10, "checkpoint": "ck/checkpoint_best.pt"}
+    assert rs._decoded_differs(stale, facts) == ["updates of checkpoint_best.pt (10, now 20: an earlier best)"]
+    assert rs._decoded_differs(dict(stale, updates=20), facts) == []
+
+
+@pytest.mark.parametrize("checkpoint", [{"seed": [1]}, {"seed": 10**400}, {"updates": float("nan")},
+                                        {"seed": True}, {"run_id": 5}])
+def test_a_decoded_line_with_counts_that_are_not_counts_is_not_one(checkpoint):
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    text = json.dumps({"checkpoints": [checkpoint], "data_bin": "db", "perturbation": None})
+    assert parse_line(f"{MARK}\t{text}") is None
+    assert parse_line(f"{MARK}\t" + json.dumps({"checkpoints": [{"seed": 1, "updates": 2}]})) is not None
+
+
+@pytest.mark.parametrize("record", [{"p": [0.5]}, [0.5], {"p": 0.5, "previous": {"p": "x"}}])
+def test_perturb_refuses_a_data_bin_whose_perturbation_record_is_damaged(tmp_path, record):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "db")
+    meta = json.loads((tmp_path / "db" / "syntax.json").read_text(encoding="utf-8"))
+    meta["perturbation"] = record
+    (tmp_path / "db" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    result = call([tool("fairseq-syntax-perturb"), "db", "--destdir", "out", "--p", "0.1"], cwd=tmp_path,
+                  expect_ok=False)
+    one_line_error(result, "fairseq-syntax-perturb", "db/syntax.json", "is not the probability in [0, 1]")
+    assert not (tmp_path / "out").exists()
+
+
+def test_awsl_that_fails_leaves_no_folder_of_its_own(tmp_path):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    (tmp_path / "text.pt").write_text("not a checkpoint", encoding="utf-8")
+    data = os.path.join(FIXTURE, "data-bin")
+    missing = call([tool("fairseq-syntax-awsl"), data, "--path", "none.pt", "--out", "new/awsl/valid"],
+                   cwd=tmp_path, expect_ok=False)
+    one_line_error(missing, "fairseq-syntax-awsl", "none.pt: not found: --path names the checkpoint file")
+    failed = call([tool("fairseq-syntax-awsl"), data, "--path", "text.pt", "--out", "new/awsl/valid"],
+                  cwd=tmp_path, expect_ok=False)
+    assert failed.returncode != 0 and not (tmp_path / "new").exists(), failed.stderr
