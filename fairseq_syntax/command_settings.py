@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 from typing import Any, Optional, Tuple
 
 from fairseq_syntax_core.oneline import one_line
@@ -41,6 +42,9 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
         cfg = convert_namespace_to_omegaconf(cfg)
+    problem = shared_memory_error(cfg)
+    if problem is not None:
+        return problem
     multiple = getattr(getattr(cfg, "task", None), "required_seq_len_multiple", 1)
     if isinstance(multiple, int) and not isinstance(multiple, bool) and multiple < 1:  # a modulo by zero in a worker
         return f"--required-seq-len-multiple {multiple}: expected a number of tokens >= 1 (1, fairseq's default)"
@@ -87,6 +91,38 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
                                   "--post-process")
     if module == "fairseq_cli.validate":
         return validate_sizes_error(cfg)
+    return None
+
+
+#: below these, fairseq's data-loader workers cannot pass batches (torch shares them as files in /dev/shm)
+LEAST_FILE_SIZE_LIMIT = 64 << 20
+LEAST_FREE_SHARED_MEMORY = 16 << 20
+
+
+def shared_memory_error(cfg: Any) -> Optional[str]:
+    """With data-loader workers (``--num-workers``, 1 by default): a file-size limit (``ulimit -f``) or a nearly
+    full ``/dev/shm`` in which torch cannot grow the files it shares batches through. A worker that fails so stays
+    alive, and the command waits for its batch forever."""
+    workers = getattr(getattr(cfg, "dataset", None), "num_workers", 0)
+    if not isinstance(workers, int) or workers <= 0:
+        return None
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = None
+    advice = "fairseq's data-loader workers pass batches through shared-memory files and wait forever when " \
+             "one cannot grow: give --num-workers 0 (batches made in the main process)"
+    if limit is not None and limit != resource.RLIM_INFINITY and limit < LEAST_FILE_SIZE_LIMIT:
+        return f"--num-workers {workers} with a file-size limit of {limit} bytes (ulimit -f): {advice}, or raise the limit"
+    try:
+        free = shutil.disk_usage("/dev/shm").free
+    except OSError:  # no /dev/shm: torch shares otherwise
+        return None
+    if free < LEAST_FREE_SHARED_MEMORY:
+        return (f"--num-workers {workers} with {free >> 20} MiB free in /dev/shm: {advice}, or free shared memory "
+                "(a container's --shm-size)")
     return None
 
 

@@ -45,7 +45,8 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             raise InputError(path, None, f"evaluates {len(systems)} systems; a point needs the evaluation of that "
                              "model's translations alone (fairseq-syntax-evaluate -b MODEL=FILE)")
         bleu = systems[0]["scores"]["BLEU"]
-        if not is_number(bleu) or not 0 <= bleu <= 100:  # a JSON number: not true, not the string "1e308"
+        if not is_number(bleu) or not 0 <= bleu <= 100 + 1e-9:  # a JSON number, not true nor "1e308"; sacreBLEU
+            # gives 100.00000000000004 for a perfect score
             raise InputError(path, None, f"has BLEU {quoted(bleu, 40)}: not a score in [0, 100] (damaged?)")
         system = systems[0].get("name")
         if not isinstance(system, str) or not re.fullmatch(re.escape(model) + r"\.seed\d+", system):

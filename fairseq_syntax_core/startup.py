@@ -33,14 +33,27 @@ def _interrupted(signum, frame) -> None:
     os._exit(128 + signum)
 
 
+def _import_error(kind, value, traceback) -> None:
+    """A file-system error while a command imports its libraries (sacreBLEU's portalocker asks for a temporary
+    folder at import): one line, exit 1, as the command's own handler prints it later on."""
+    if not issubclass(kind, OSError) or os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") == "1":
+        return sys.__excepthook__(kind, value, traceback)
+    text = " ".join(str(value).split())
+    if "temporary directory" in text:
+        text += ": free space in one of them, or set TMPDIR to a folder with room"
+    sys.stderr.write(f"{_prog()}: error: {text}\n")
+
+
 def install_startup_handler() -> bool:
-    """Install the start-up handler for SIGINT and SIGTERM when running as one of our commands; returns
-    whether it did."""
+    """Install the start-up handler for SIGINT and SIGTERM when running as one of our commands (and one line
+    for a file-system error while it imports); returns whether it did."""
     if not _prog().startswith(OUR_COMMANDS):
         return False
     multiprocessing = sys.modules.get("multiprocessing")  # a spawned worker gets its parent's argv
     if multiprocessing is not None and multiprocessing.parent_process() is not None:
         return False
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _import_error
     installed = False
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:

@@ -292,3 +292,55 @@ def test_awsl_that_fails_leaves_no_folder_of_its_own(tmp_path):
     failed = call([tool("fairseq-syntax-awsl"), data, "--path", "text.pt", "--out", "new/awsl/valid"],
                   cwd=tmp_path, expect_ok=False)
     assert failed.returncode != 0 and not (tmp_path / "new").exists(), failed.stderr
+
+
+def _limited(argv, cwd, file_size: int, **env):
+    """``argv`` run with a file-size limit (``ulimit -f``) of ``file_size`` bytes."""
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600, preexec_fn=limit,
+                          env=dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1", **env))
+
+
+def test_data_loader_workers_that_could_not_pass_batches_are_refused_before_they_hang(tmp_path):
+    from .conftest import tool
+    from .helpers import one_line_error
+
+    argv = [tool("fairseq-generate"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax", "--task",
+            "syntax_translation", "--gen-subset", "test", "--beam", "2", "--path",
+            os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")]
+    one_line_error(_limited(argv, tmp_path, 1 << 20), "fairseq-generate", "--num-workers 1 with a file-size limit of "
+                   "1048576 bytes (ulimit -f)", "give --num-workers 0")
+    assert _limited(argv + ["--num-workers", "0"], tmp_path, 1 << 20).returncode == 0
+
+
+def test_a_file_system_error_while_a_command_imports_is_one_line(tmp_path):
+    from .conftest import tool
+
+    result = _limited([tool("fairseq-syntax-report"), "table", "x"], tmp_path, 0, TMPDIR=str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("fairseq-syntax-report: error: ")
+    assert "No usable temporary directory" in result.stderr and "set TMPDIR" in result.stderr
+
+
+def test_a_perfect_score_as_sacrebleu_rounds_it_is_a_noise_point(tmp_path):
+    clean = _point(tmp_path, "clean", 0.0, bleu=100.00000000000004)
+    assert _noise(tmp_path, clean, _point(tmp_path, "noisy", 0.4, bleu=90.0)) == 0
+
+
+def test_sizes_fairseq_parses_as_text_are_sizes_and_a_widened_decoder_needs_only_its_width_to_fit_the_heads():
+    from fairseq_syntax_core.checkpoint_loader import settings_size_problem
+
+    from .conftest import parse
+
+    assert settings_size_problem({"decoder_output_dim": "64"}, "the model") is None
+    assert "is not a number" in settings_size_problem({"decoder_output_dim": "6x4"}, "the model")
+    # 63 words + 5 distance dimensions: the decoder layers are 68 wide, which 4 heads divide
+    args = parse("transformer_nsd_target", ["--decoder-embed-dim", "63", "--encoder-embed-dim", "63",
+                                             "--decoder-attention-heads", "4", "--nsd-target-input", "concat",
+                                             "--nsd-embed-dim", "5", "--encoder-attention-heads", "3"])
+    assert args.decoder_embed_dim == 63

@@ -196,7 +196,8 @@ def check_model_sizes(args: Any, model_dim: int) -> None:
                 f"the encoder model dimension {model_dim} (--encoder-embed-dim {word_dim} + syntax embeddings)")
     decoder_dim = to_int(safe_getattr(args, "decoder_embed_dim", model_dim), "--decoder-embed-dim")
     decoder_heads = to_int(safe_getattr(args, "decoder_attention_heads", heads), "--decoder-attention-heads")
-    check_heads(decoder_dim, decoder_heads, "--decoder-attention-heads", f"--decoder-embed-dim {decoder_dim}")
+    if decoder_model_dim(syntax, decoder_dim) == decoder_dim:  # else the layers' (widened) width is checked below
+        check_heads(decoder_dim, decoder_heads, "--decoder-attention-heads", f"--decoder-embed-dim {decoder_dim}")
     sizes = ModelSizes(
         word_dim=int(word_dim),
         model_dim=int(model_dim),
