@@ -51,6 +51,12 @@ class SyntaxHubInterface(GeneratorHubInterface):
         if not any(is_visible(token) for token in sentence.split()):  # as fairseq-interactive: an empty line
             sentence = ""
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
+        vocab = self.task.source_dictionary
+        special = {vocab[i] for i in range(vocab.nspecial)}.intersection(text.split())
+        if special:  # as preprocessing and fairseq-interactive refuse them
+            raise UsageError(f"token {quoted(sorted(special)[0])} of the sentence is one of fairseq's special symbols "
+                             "(<s> <pad> </s> <unk>) and would be read as that symbol, not as a word: escape it, or "
+                             "tokenize (tokenizer='moses' escapes it)")
         ids = self.binarize(text)
         key = id(ids)
         texts = self._texts

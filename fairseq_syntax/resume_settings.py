@@ -26,7 +26,8 @@ import uuid
 from typing import Any, List, Optional, Tuple
 
 from fairseq_syntax_core.decoding_record import (  # noqa: F401
-    EPOCH_RESTARTS_KEY, RESTARTS_KEY, RUN_ID_KEY, epoch_restarts, stored_run_id, update_restarts,
+    EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RUN_ID_KEY, STALLED_KEY, carried,
+    epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import one_line
 
@@ -35,7 +36,9 @@ logger = logging.getLogger(__name__)
 #: the environment variable that hands them from the check to the task (and to the processes fairseq spawns)
 RESTARTS_ENV = "FAIRSEQ_SYNTAX_UPDATE_RESTARTS"
 EPOCH_RESTARTS_ENV = "FAIRSEQ_SYNTAX_EPOCH_RESTARTS"
+METER_RESETS_ENV = "FAIRSEQ_SYNTAX_METER_RESETS"
 RUN_ID_ENV = "FAIRSEQ_SYNTAX_RUN_ID"
+FINETUNED_ENV = "FAIRSEQ_SYNTAX_FINETUNED_FROM"
 
 #: the settings that decide how an epoch is cut into batches: (section, key, flag)
 BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
@@ -71,13 +74,16 @@ def resumed_checkpoint(cfg: Any) -> Optional[str]:
 
 def resume_error(cfg: Any) -> Optional[str]:
     """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
-    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, RUN_ID_ENV):
+    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV):
         os.environ.pop(name, None)
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
-    resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader")]
+    resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader", "meters")]
     if path is None:
         os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
+        start = getattr(checkpoint, "finetune_from_model", None)
+        if start:  # fairseq reads those weights on this first launch only; later resumes forget the flag
+            os.environ[FINETUNED_ENV] = os.path.normpath(str(start))
         return None
     from fairseq_syntax_core.errors import CheckpointError
 
@@ -109,8 +115,19 @@ def resume_error(cfg: Any) -> Optional[str]:
         os.environ[EPOCH_RESTARTS_ENV] = json.dumps(epochs)
     if stored_run_id(state) is not None:  # a run started before runs carried one keeps none
         os.environ[RUN_ID_ENV] = stored_run_id(state)
+    if isinstance(carried(state, FINETUNED_KEY), str):
+        os.environ[FINETUNED_ENV] = carried(state, FINETUNED_KEY)
+    forgotten = meter_resets(state)
+    if resets[2] and isinstance(updates, int) and updates > 0:
+        forgotten.append(updates)
+        logger.warning(f"--reset-meters: {one_line(path)[:120]} was at update {updates}; fairseq forgets the best "
+                       "validation value, so the next validation replaces checkpoint_best.pt even if worse, and "
+                       "fairseq-syntax-report record will not take it as one run")
+    if forgotten:
+        os.environ[METER_RESETS_ENV] = json.dumps(forgotten)
+    _restore_patience(cfg, state, path, resets[2])
     cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
-    if not recount and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
+    if not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
         _finished(path, updates, cap)
     problem = _carried_state_error(cfg, state, path)
     if problem is not None:
@@ -133,6 +150,34 @@ def resume_error(cfg: Any) -> Optional[str]:
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
             "--reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _restore_patience(cfg: Any, state: dict, path: str, forget: bool) -> None:
+    """fairseq counts validations without improvement (``--patience``) in memory only: a resumed run counted from 0
+    again, and a run that had stopped early trained on when started again. The count a checkpoint carries is given
+    back to fairseq's counter; a run that had stopped early is finished."""
+    import sys
+
+    stalled, best = carried(state, STALLED_KEY), (state.get("extra_state") or {}).get("best")
+    patience = getattr(getattr(cfg, "checkpoint", None), "patience", -1)
+    counter = getattr(sys.modules.get("fairseq_cli.train"), "should_stop_early", None)
+    if forget or type(stalled) is not int or stalled < 0 or not isinstance(patience, int) or patience <= 0:
+        return
+    if stalled >= patience:
+        print(f"fairseq-train: {one_line(path)[:160]} stopped early: {stalled} validations without improvement, "
+              f"--patience {patience}: the run is finished, nothing is trained or saved (raise --patience to train "
+              "on)", file=sys.stderr)
+        raise SystemExit(0)
+    if counter is not None and isinstance(best, (int, float)) and not isinstance(best, bool):
+        counter.best, counter.num_runs = best, stalled
+
+
+def current_stalled() -> Optional[int]:
+    """fairseq's count of validations without improvement in this process (:func:`_restore_patience`), or None."""
+    import sys
+
+    count = getattr(getattr(sys.modules.get("fairseq_cli.train"), "should_stop_early", None), "num_runs", None)
+    return count if type(count) is int else None
 
 
 def _finished(path: str, updates: int, cap: int) -> None:
@@ -274,6 +319,11 @@ def current_restarts(name: str = RESTARTS_ENV) -> List[int]:
     except ValueError:
         return []
     return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []
+
+
+def current_finetuned() -> Optional[str]:
+    """The weights this run started from (``--finetune-from-model`` of its first launch), or None."""
+    return os.environ.get(FINETUNED_ENV) or None
 
 
 def current_run_id() -> Optional[str]:

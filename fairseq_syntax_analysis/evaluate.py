@@ -382,6 +382,9 @@ def check_decoded_seed(record: Optional[Dict], log: str, name: str) -> None:
     (its ``fairseq-syntax-decoded`` line): the name is what ``report noise`` and readers take the seed from."""
     match = re.fullmatch(r".*\.seed(\d+)", name)
     seeds = {c.get("seed") for c in (record or {}).get("checkpoints", [])}
+    if match is not None and len(seeds) > 1:
+        raise InputError(log, None, f"was decoded by an ensemble of checkpoints of {len(seeds)} seeds (its "
+                         f"fairseq-syntax-decoded line), but the system is named {quoted(name, 60)}, one seed's")
     if match is None or len(seeds) != 1 or not isinstance(next(iter(seeds)), int):
         return
     (seed,) = seeds

@@ -97,15 +97,18 @@ def _decoded_run(system: Dict) -> Optional[str]:
     decoded = system.get("decoded")
     if not isinstance(decoded, dict) or not isinstance(decoded.get("checkpoints"), list):
         return None
-    return json.dumps(decoded["checkpoints"], sort_keys=True)
+    # what a checkpoint is, not the paths it was typed by (absolute at one point, relative at another)
+    return json.dumps([{k: v for k, v in c.items() if k not in ("checkpoint", "save_dir", "data")}
+                       if isinstance(c, dict) else c for c in decoded["checkpoints"]], sort_keys=True)
 
 
 def _run_text(run: Optional[str]) -> str:
     if run is None:
         return "a log that records no checkpoint (plain text, or an older fairseq-generate)"
     checkpoints = json.loads(run)
-    shown = ", ".join(f"{quoted(c.get('checkpoint'), 60)} (seed {quoted(c.get('seed'), 12)}, "
-                      f"{quoted(c.get('updates'), 12)} updates)" for c in checkpoints if isinstance(c, dict))
+    shown = ", ".join(f"a checkpoint of seed {quoted(c.get('seed'), 12)} at {quoted(c.get('updates'), 12)} updates"
+                      + (f" (run {quoted(c['run_id'], 12)})" if c.get("run_id") else "")
+                      for c in checkpoints if isinstance(c, dict))
     return shown or "no checkpoint"
 
 

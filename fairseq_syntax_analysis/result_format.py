@@ -76,6 +76,10 @@ def _check_result(data: Dict, path: str) -> None:
                       f"{counts['max_update']}")
     if not isinstance(data.get("tests"), dict) or not data["tests"]:
         raise damaged("'tests' must hold at least one test set")
+    run_id = data.get("run_id")
+    if run_id is not None and not (isinstance(run_id, str) and len(run_id) == 32
+                                   and all(c in "0123456789abcdef" for c in run_id)):
+        raise damaged("'run_id' must be the 32 hexadecimal digits of the run's identifier")
     if "training_data" in data and not isinstance(data["training_data"], dict):
         raise damaged("'training_data' must be an object (what the run's checkpoint records of its data)")
     for name, test in data["tests"].items():
@@ -114,6 +118,7 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
     """Every result JSON under ``folders``: files of another format are skipped, damaged ones, a second result
     of the same (model, seed) and seeds of one model with another architecture, flags or cap are named."""
     results, seen, where, first = [], set(), {}, {}
+    runs: Dict[str, str] = {}  # a run's identifier -> the result that records it
     translations: Dict[tuple, str] = {}  # (model, what a result's per-sentence statistics digest to -> its file
     for folder in folders:
         if not os.path.isdir(folder):
@@ -135,6 +140,12 @@ def load_results(folders: Sequence[str]) -> List[Dict]:
                     raise InputError(path, None, f"is a second result of {quoted(key[0])} seed {key[1]} "
                                      f"(the first: {quoted(where[key])}): keep one")
                 where[key] = path
+                if data.get("run_id") in runs:
+                    raise InputError(path, None, f"records the run of {quoted(runs[data['run_id']])} (run "
+                                     f"{data['run_id'][:12]}): one training run recorded as two results, under "
+                                     "two names or seeds; keep one")
+                if data.get("run_id"):
+                    runs[data["run_id"]] = path
                 data["_path"] = path
                 _check_same_system(data, first.setdefault(data["model"], data))
                 results.append(data)

@@ -117,9 +117,9 @@ def _decoded_differs(decoded: Dict, facts: Dict) -> List[str]:
     updates = decoded.get("updates")
     if isinstance(updates, int) and not isinstance(updates, bool) and updates > facts["last_updates"]:
         differ.append(f"updates ({updates}, the last checkpoint: {facts['last_updates']})")
-    elif isinstance(updates, int) and re.fullmatch(r"checkpoint_best.*\.pt", os.path.basename(str(decoded.get(
-            "checkpoint")))) and updates != facts["best_updates"]:
-        differ.append(f"updates of checkpoint_best.pt ({updates}, now {facts['best_updates']}: an earlier best)")
+    elif isinstance(updates, int) and updates != facts["best_updates"]:  # a result is its best checkpoint's
+        differ.append(f"updates {updates}, not checkpoint_best.pt's {facts['best_updates']} (another checkpoint, or "
+                      "an earlier best)")
     return differ
 
 
@@ -226,8 +226,9 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
         if isinstance(ev.get("reference_sha256"), str):  # which references, however their path was typed
             tests[name]["reference_sha256"] = ev["reference_sha256"]
     trained_on = {"training_data": facts["last_training_data"]} if facts.get("last_training_data") else {}
+    run = {"run_id": facts["last_run_id"]} if facts.get("last_run_id") else {}  # one run is one result
     return {
-        **trained_on,
+        **trained_on, **run,
         "format": FORMAT, "model": model, "arch": arch, "seed": seed, "flags": flags,
         "max_update": max_update, "updates": updates, "epochs": facts["last_epoch"],
         "best_epoch": facts["best_epoch"], "best_updates": facts["best_updates"],
@@ -388,6 +389,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         for test, ev in evaluations.items():
             record = ev["systems"][0].get("decoded")
             read = record.get("checkpoints") if isinstance(record, dict) else None
+            if isinstance(read, list) and len(read) > 1:
+                raise InputError(eval_paths[test], None, f"evaluates translations of an ensemble of {len(read)} "
+                                 "checkpoints (its generate log records them): a result is one run's checkpoint_best.pt")
             for decoded in read if isinstance(read, list) else []:
                 try:
                     other = _other_suffix(decoded, args.save_dir, args.checkpoint_suffix)
@@ -452,8 +456,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     compares = []
     for spec in args.compare:
         system, sep, base = spec.partition(":")
-        if not sep or not system or not base:
-            parser.error(f"--compare {spec!r}: expected SYSTEM:BASELINE")
+        if not sep or not system or not base or system == base:
+            parser.error(f"--compare {spec!r}: expected SYSTEM:BASELINE, two models")
         compares.append((system, base))
     if not 0.0 < args.alpha < 1.0:
         parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")

@@ -9,7 +9,9 @@ one are compared by what their settings record, :data:`SAME_RUN_KEYS`).
 
 from typing import Dict, Optional
 
-from fairseq_syntax_core.decoding_record import epoch_restarts, stored_run_id, update_restarts
+from fairseq_syntax_core.decoding_record import (
+    FINETUNED_KEY, carried, epoch_restarts, meter_resets, stored_run_id, update_restarts,
+)
 from fairseq_syntax_core.oneline import quoted
 
 __all__ = ["one_run_problem", "run_id_problem"]
@@ -19,8 +21,9 @@ def one_run_problem(state: Dict) -> Optional[str]:
     """Why the run that saved checkpoint ``state`` is not one run from scratch, or None."""
     stored = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
     started = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
-    if started.get("finetune_from_model"):
-        return (f"records --finetune-from-model {quoted(started['finetune_from_model'], 80)}: its run started from "
+    start = started.get("finetune_from_model") or carried(state, FINETUNED_KEY)
+    if start:
+        return (f"records --finetune-from-model {quoted(start, 80)}: its run started from "
                 "those weights (fairseq reads them on a first launch), so it is not one run from scratch under "
                 "--max-update")
     history = state.get("optimizer_history") or [{}]
@@ -29,6 +32,10 @@ def one_run_problem(state: Dict) -> Optional[str]:
     if restarted:
         return (f"counted {restarted[0]} updates, then again from 0: a resume with --reset-optimizer restarted its "
                 "count, so it is not one run under --max-update (train it again without the reset)")
+    forgotten = meter_resets(state)
+    if forgotten:
+        return (f"was resumed at update {forgotten[0]} with --reset-meters: fairseq forgot the best validation value, "
+                "so checkpoint_best.pt need not be the run's best (train it again without the reset)")
     again = epoch_restarts(state)
     if again:
         return (f"was resumed at update {again[0]} with --reset-dataloader: fairseq started its epochs again at "

@@ -381,8 +381,8 @@ def settings_size_problem(settings: Mapping, where: str,
             continue
         if "batch" in key:  # --batch-size and its kin size batches, not the model (fairseq-train checks them)
             continue
-        if isinstance(value, str) and value.isascii() and value.isdigit():  # fairseq parses some sizes as text
-            value = int(value)  # (--decoder-output-dim): a number all the same
+        if as_flags and isinstance(value, str) and value.isascii() and value.isdigit():  # fairseq parses some
+            value = int(value)  # command-line sizes as text (--decoder-output-dim): a number all the same
         if isinstance(value, str) and not key.endswith("_layers"):  # a size fairseq builds from (layer *lists*
             # such as --gps-layers "0,2" are strings by design; layer counts are ints)
             return f"{where} setting {named(key, value)} is not a number{consequence}"

@@ -85,6 +85,12 @@ RESTARTS_KEY = "update_restarts"
 EPOCH_RESTARTS_KEY = "epoch_restarts"
 #: the task-state key of a run's identifier: drawn when a run starts, kept by every resume of it
 RUN_ID_KEY = "run_id"
+#: the task-state key of the update counts at which a resume forgot the best validation value (--reset-meters)
+METER_RESETS_KEY = "meter_resets"
+#: the task-state key of the weights a run started from (--finetune-from-model on its first launch)
+FINETUNED_KEY = "finetuned_from"
+#: the task-state key of fairseq's count of validations without improvement (--patience) when it saved
+STALLED_KEY = "validations_without_improvement"
 
 
 def _task_state(state: Dict) -> Dict:
@@ -101,6 +107,16 @@ def _counts(state: Dict, key: str) -> List[int]:
 def update_restarts(state: Dict) -> List[int]:
     """The update counts at which the run of a checkpoint ``state`` restarted its count (none recorded: [])."""
     return _counts(state, RESTARTS_KEY)
+
+
+def meter_resets(state: Dict) -> List[int]:
+    """The update counts at which the run of a checkpoint ``state`` forgot its best validation value ([] if none)."""
+    return _counts(state, METER_RESETS_KEY)
+
+
+def carried(state: Dict, key: str) -> Any:
+    """A task-state entry of checkpoint ``state`` (None when absent)."""
+    return _task_state(state).get(key)
 
 
 def epoch_restarts(state: Dict) -> List[int]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from . import bpe as bpe_stage
 from .conllu import format_conllu, trees_for_lines
 from .destdir import filling, move_into_place
-from .dictdir import DICT_ONLY_KEY
+from .dictdir import DICT_ONLY_KEY, file_digests
 from fairseq_syntax_core.databin import (
     CODES_FILE,
     FORMAT_VERSION,
@@ -330,7 +330,8 @@ def _keep_dictionaries_only(out: str, metadata: Dict[str, object], train: Split)
     for name in os.listdir(out):
         if name not in keep:
             os.remove(os.path.join(out, name))
-    metadata[DICT_ONLY_KEY] = {"learned_on": [train.src_path, train.tgt_path], "sentences": len(train.trees)}
+    metadata[DICT_ONLY_KEY] = {"learned_on": [train.src_path, train.tgt_path], "sentences": len(train.trees),
+                               "sha256": file_digests(out, keep & set(os.listdir(out)))}
     metadata["splits"] = {}
     return metadata
 

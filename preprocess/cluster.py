@@ -394,6 +394,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     check_log_folder(folder)
     first = check_before_submitting(forwarded, destdir, args.num_shards)
     check_destdir_contents(args.destdir, first.overwrite, folder)
+    new_folders = [path for path in (folder, destdir) if not os.path.lexists(path)]  # removed if nothing is submitted
     workers = first.workers
     executor = _executor(args, folder, workers)
     parallelism = args.parallelism or max(1, (os.cpu_count() or 1) // workers)
@@ -401,7 +402,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(f"{PROG}: {args.num_shards} shards on {executor.cluster}, {parallelism} at a time, "
           f"timeout {args.timeout_min} min, logs in {folder}", flush=True)
     controller_log = os.path.join(folder, "controllers.log") if executor.cluster == "local" else None
-    results = Submission(executor, argvs, parallelism, controller_log).run()
+    submission = Submission(executor, argvs, parallelism, controller_log)
+    try:
+        results = submission.run()
+    except BaseException:
+        if not submission.jobs:  # nothing was submitted: the folders this run made go (submitit's files in them)
+            for made in (folder, destdir):
+                if made in new_folders and os.path.isdir(made) and _only_submitit_files(made, folder):
+                    shutil.rmtree(made, ignore_errors=True)
+        raise
     failed = {k: r["error"] for k, r in sorted(results.items()) if "error" in r}
     if failed:
         raise UserError("; ".join(f"shard {k} ({shard_dir(args.destdir, k)}): {message}"
@@ -409,6 +418,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     check_shards(destdir, args.num_shards)
     print(f"{PROG}: {args.num_shards} shards written and checked; train with\n  fairseq-train "
           + ":".join(shard_dir(args.destdir, k) for k in range(args.num_shards)) + " --user-dir fairseq_syntax ...")
+
+
+def _only_submitit_files(path: str, log_folder: str) -> bool:
+    """``path`` holds nothing but submitit's log folder (``log_folder``, itself only files): what a submission that
+    failed leaves in the folders it made."""
+    for root, folders, files in os.walk(path):
+        inside = os.path.abspath(root) == log_folder or os.path.abspath(root).startswith(log_folder + os.sep)
+        if (files and not inside) or any(os.path.islink(os.path.join(root, f)) for f in folders):
+            return False
+    return True
 
 
 def cli_main(argv: Optional[List[str]] = None) -> None:

@@ -10,6 +10,7 @@ that the folder was made for the same languages, tokenizer (Moses or ``--pretoke
 and POS column.
 """
 
+import hashlib
 import os
 from typing import Dict, Optional
 
@@ -17,6 +18,7 @@ from fairseq_syntax_core.databin import (
     LABEL, METADATA_FILE, PARSED_LANGS_KEY, POS, STREAMS, codes_file, dictionary_path,
 )
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.names import FILE_NAME, name_problem
 from fairseq_syntax_core.oneline import quoted
 
 from .destdir import our_metadata
@@ -37,6 +39,32 @@ def _same_file_content(a: str, b: str) -> bool:
 
 def _parser_name(meta: Optional[Dict]) -> Optional[str]:
     return (meta or {}).get("name")
+
+
+def file_digests(folder: str, names) -> Dict[str, str]:
+    """{name: SHA-256 of its bytes} of the files ``names`` in ``folder`` (what a ``--dict-only`` run records)."""
+    digests = {}
+    for name in sorted(names):
+        with open(os.path.join(folder, name), "rb") as handle:
+            digests[name] = hashlib.sha256(handle.read()).hexdigest()
+    return digests
+
+
+def _check_digests(folder: str, record: Optional[Dict], where: str) -> None:
+    """Each file a ``--dict-only`` run wrote is still the one it wrote (dictionaries and codes belong together:
+    codes of another run leave most pieces <unk>); folders made before the record say nothing."""
+    recorded = (record or {}).get("sha256") if isinstance(record, dict) else None
+    if not isinstance(recorded, dict):
+        return
+    for name, digest in recorded.items():
+        if not isinstance(name, str) or name_problem(FILE_NAME, name) is not None:
+            raise UsageError(f"--dictdir {folder}: {where} names {quoted(name, 40)}, not a file of the folder (edited?)")
+        path = os.path.join(folder, name)
+        now = file_digests(folder, [name]).get(name) if os.path.isfile(path) else None
+        if now != digest:
+            raise UsageError(f"--dictdir {folder}: {name} is not the file the --dict-only run wrote ({where} records "
+                             f"its SHA-256): the dictionaries and codes of one run belong together; make the folder "
+                             "again, or copy the whole folder")
 
 
 def apply_dictdir(args) -> None:
@@ -73,12 +101,21 @@ def apply_dictdir(args) -> None:
                          f"but this run {'keeps whitespace tokens (--pretokenized)' if args.pretokenized else 'tokenizes with Moses'}: "
                          f"{'add' if tokenizer == 'none' else 'drop'} --pretokenized ({where})")
     parsed = meta.get(PARSED_LANGS_KEY, {})
-    for flag, wanted, recorded in (("--parser", args.parser, _parser_name(meta.get("parser"))),
-                                   ("--target-parser", args.target_parser,
-                                    _parser_name((meta.get("target_parse") or {}).get("parser")))):
+    for flag, wanted, external, record in (
+            ("--parser", args.parser, args.external_parse, meta.get("parser")),
+            ("--target-parser", args.target_parser, args.target_external_parse,
+             (meta.get("target_parse") or {}).get("parser"))):
+        recorded = _parser_name(record)
+        if isinstance(record, dict) and record and (recorded is None) != (external is not None) \
+                and (wanted or external):  # spaCy's labels and tags against another parser's
+            made = f"{flag} {quoted(recorded)}" if recorded else "an external parse"
+            now = "an external parse" if external else f"{flag} {wanted}"
+            raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {made}, this run parses "
+                             f"with {now}: their labels and tags would be <unk> ({where})")
         if wanted and recorded and wanted != recorded:
             raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {flag} {recorded}, "
                              f"not {wanted} ({where})")
+    _check_digests(folder, meta.get(DICT_ONLY_KEY), where)
     args.srcdict = os.path.join(folder, f"dict.{src}.txt")
     tgtdict = os.path.join(folder, f"dict.{tgt}.txt")
     if args.joined_dictionary:

@@ -346,7 +346,7 @@ def test_generate_results_path_over_the_file_size_limit_names_the_file_and_leave
 
     result = subprocess.run(
         [tool("fairseq-generate"), "db", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
-         "--path", FIXTURE_GPS, "--gen-subset", "test", "--beam", "2", "--batch-size", "8", "--results-path", "res"],
+         "--path", FIXTURE_GPS, "--gen-subset", "test", "--beam", "2", "--batch-size", "8", "--results-path", "res", "--num-workers", "0"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=small_files,
         env=dict(os.environ, OMP_NUM_THREADS="1"))
     one_line_error(result, "fairseq-generate", "res/generate-test.txt", "File too large")

@@ -40,8 +40,8 @@ def _noise(tmp_path, clean, noisy):
 
 
 @pytest.mark.parametrize("other, words", [
-    (_run(2, "ck2"), "'ck2/checkpoint_last.pt' (seed 2, 20 updates)"),
-    (_run(1, "ck", updates=40), "(seed 1, 40 updates)"),  # the same run, another checkpoint
+    (_run(2, "ck2"), "a checkpoint of seed 2 at 20 updates"),
+    (_run(1, "ck", updates=40), "a checkpoint of seed 1 at 40 updates"),  # the same run, another checkpoint
     (None, "a log that records no checkpoint"),
 ])
 def test_the_points_of_a_noise_curve_are_one_checkpoints_translations(tmp_path, capsys, other, words):
@@ -238,7 +238,9 @@ def test_a_resume_from_a_checkpoint_without_optimizer_state_is_a_restart_record_
 
     shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
     _train(tmp_path, "--max-update", "1", "--no-save-optimizer-state")
-    resumed = _train(tmp_path, "--max-update", "1")  # not finished: fairseq would count from 0
+    again = _train(tmp_path, "--max-update", "1")  # finished all the same: fairseq would train it all again
+    assert "is at update 1, --max-update 1: the run is finished" in again.stderr
+    resumed = _train(tmp_path, "--max-update", "2")
     assert "ck/checkpoint_last.pt was at update 1 and holds no optimizer state" in resumed.stderr + resumed.stdout
     assert load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["update_restarts"] == [1]
     with pytest.raises(Refused, match="counted 1 updates, then again from 0"):
@@ -251,7 +253,8 @@ def test_record_refuses_translations_of_a_run_deleted_before_this_one():
     assert "run 'aaaaaaaaaaaa... (this folder's: bbbbbbbbbbbb)" in rs._decoded_differs(
         {"arch": "a", "seed": 1, "run_id": "a" * 32, "updates": 20}, facts)[0]
     stale = {"arch": "a", "seed": 1, "run_id": "b" * 32, "updates": 10, "checkpoint": "ck/checkpoint_best.pt"}
-    assert rs._decoded_differs(stale, facts) == ["updates of checkpoint_best.pt (10, now 20: an earlier best)"]
+    assert rs._decoded_differs(stale, facts) == ["updates 10, not checkpoint_best.pt's 20 (another checkpoint, or "
+                                                 "an earlier best)"]
     assert rs._decoded_differs(dict(stale, updates=20), facts) == []
 
 
@@ -337,10 +340,92 @@ def test_sizes_fairseq_parses_as_text_are_sizes_and_a_widened_decoder_needs_only
 
     from .conftest import parse
 
-    assert settings_size_problem({"decoder_output_dim": "64"}, "the model") is None
-    assert "is not a number" in settings_size_problem({"decoder_output_dim": "6x4"}, "the model")
+    assert settings_size_problem({"decoder_output_dim": "64"}, "the command line", as_flags=True) is None
+    assert "is not a number" in settings_size_problem({"decoder_output_dim": "6x4"}, "the command line", as_flags=True)
+    assert "is not a number" in settings_size_problem({"decoder_output_dim": "64"}, "the checkpoint")  # stored: edited
     # 63 words + 5 distance dimensions: the decoder layers are 68 wide, which 4 heads divide
     args = parse("transformer_nsd_target", ["--decoder-embed-dim", "63", "--encoder-embed-dim", "63",
                                              "--decoder-attention-heads", "4", "--nsd-target-input", "concat",
                                              "--nsd-embed-dim", "5", "--encoder-attention-heads", "3"])
     assert args.decoder_embed_dim == 63
+
+
+# ------------------------------------------------------------------ the thirty-first pass
+def test_one_run_recorded_as_two_models_is_refused_and_a_model_is_not_compared_with_itself(tmp_path, capsys):
+    one, other = fake_result("transformer", 1, HYPS), fake_result("transformer_rel", 1, HYPS[::-1])
+    one["run_id"] = other["run_id"] = "c" * 32
+    assert rs.cli_main(["table", str(_folder(tmp_path, [one, other])), "--baseline", "transformer"]) == 1
+    assert "records the run of" in capsys.readouterr().err
+    other["run_id"] = "d" * 32
+    folder = _folder(tmp_path, [one, other], "apart")
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer"]) == 0
+    with pytest.raises(SystemExit):
+        rs.cli_main(["table", str(folder), "--baseline", "transformer", "--compare", "transformer:transformer"])
+    assert "expected SYSTEM:BASELINE, two models" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line", ["a <pad> man .", "a man </s> .", "<unk>"])
+def test_interactive_refuses_fairseqs_special_symbols_in_the_text(tmp_path, line):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    result = call([tool("fairseq-interactive"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax",
+                   "--task", "syntax_translation", "--path", os.path.join(FIXTURE, "checkpoints",
+                                                                         "transformer_dep_rel.pt")],
+                  cwd=tmp_path, stdin=f"a man .\n{line}\n", expect_ok=False)
+    one_line_error(result, "fairseq-interactive", "input line 2: token", "special symbols")
+
+
+
+# ------------------------------------------------------------------ what a run carries across resumes
+def test_a_run_started_from_other_weights_stays_one_after_its_resumes(tmp_path):
+    """fairseq reads --finetune-from-model on the first launch only; the checkpoints now carry it."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    shutil.move(str(tmp_path / "ck"), str(tmp_path / "start"))
+    _train(tmp_path, "--max-update", "1", "--finetune-from-model", "start/checkpoint_last.pt")
+    _train(tmp_path, "--max-update", "2")  # resumed without the flag
+    with pytest.raises(Refused, match="records --finetune-from-model 'start/checkpoint_last.pt'"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_a_resume_with_reset_meters_is_warned_and_record_refuses_the_run(tmp_path):
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    resumed = _train(tmp_path, "--max-update", "2", "--reset-meters")
+    assert "--reset-meters: ck/checkpoint_last.pt was at update 1; fairseq forgets the best validation value" in \
+        resumed.stderr + resumed.stdout
+    with pytest.raises(Refused, match="was resumed at update 1 with --reset-meters"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_fairseqs_patience_count_is_given_back_on_resume_and_a_run_that_stopped_early_is_finished():
+    import types
+
+    import fairseq_cli.train as fairseq_train
+
+    from fairseq_syntax import resume_settings
+
+    state = {"task_state": {"validations_without_improvement": 2}, "extra_state": {"best": 3.5}}
+    cfg = types.SimpleNamespace(checkpoint=types.SimpleNamespace(patience=2))
+    with pytest.raises(SystemExit) as stopped:
+        resume_settings._restore_patience(cfg, state, "ck/checkpoint_last.pt", forget=False)
+    assert stopped.value.code == 0
+    cfg.checkpoint.patience = 5  # raised: trains on, counting from where it was
+    resume_settings._restore_patience(cfg, state, "ck/checkpoint_last.pt", forget=False)
+    assert (fairseq_train.should_stop_early.num_runs, fairseq_train.should_stop_early.best) == (2, 3.5)
+    del fairseq_train.should_stop_early.num_runs, fairseq_train.should_stop_early.best
+
+
+def test_an_ensemble_of_seeds_is_not_one_seed_and_a_noise_point_is_the_checkpoint_not_its_path(tmp_path):
+    both = {"checkpoints": _run(1)["checkpoints"] + _run(2, "ck2")["checkpoints"]}
+    with pytest.raises(InputError, match="an ensemble of checkpoints of 2 seeds"):
+        ev.check_decoded_seed(both, "gen.txt", "dep_rel.seed1")
+    absolute = _run(1, "/abs/ck")
+    assert _noise(tmp_path, _point(tmp_path, "clean", 0.0, _run(1)), _point(tmp_path, "noisy", 0.4, absolute)) == 0

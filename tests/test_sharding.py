@@ -464,3 +464,40 @@ def test_a_shard_missing_a_file_or_cut_short_is_named_with_its_job(made, tmp_pat
     head.write_bytes(head.read_bytes()[:-10])
     with pytest.raises(DataBinError, match=r"shard 0 of 2 is damaged \(.*train.en-de.en.head"):
         check_shards(str(bins), 2)
+
+
+def test_a_dictdir_whose_codes_or_dictionaries_were_replaced_is_refused(made, tmp_path):
+    """--dict-only records the SHA-256 of what it wrote: codes of another run would leave most pieces <unk>."""
+    from fairseq_syntax_preprocess.cli import get_parser
+    from fairseq_syntax_preprocess.dictdir import apply_dictdir
+
+    root, raw, _ = made
+    dicts = tmp_path / "dicts"
+    shutil.copytree(root / "dicts", dicts)
+    argv = common(raw, spacy_model()) + ["--dictdir", str(dicts), "--joined-dictionary", "--destdir", "x"]
+    apply_dictdir(get_parser().parse_args(argv))  # as written: taken
+    (dicts / "bpe.codes").write_text((dicts / "bpe.codes").read_text(encoding="utf-8") + "x y\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"bpe.codes is not the file the --dict-only run wrote"):
+        apply_dictdir(get_parser().parse_args(argv))
+    external = ["-s", SRC, "-t", TGT, "--trainpref", str(raw / "train"), "--external-parse", "conllu",
+                "--dictdir", str(root / "dicts"), "--joined-dictionary", "--destdir", "x"]
+    with pytest.raises(UsageError, match=r"come from --parser .* this run parses with an external parse"):
+        apply_dictdir(get_parser().parse_args(external))
+
+
+def test_a_cluster_submission_that_fails_leaves_no_folder_it_made(made, tmp_path, monkeypatch):
+    from fairseq_syntax_core.errors import UserError
+    from fairseq_syntax_preprocess import cluster
+
+    root, raw, _ = made
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("sbatch", "srun"):
+        (fake / name).write_text("#!/bin/sh\necho 'sbatch: error: Batch job submission failed' >&2\nexit 1\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    destdir = tmp_path / "cl"
+    with pytest.raises(UserError, match="the submission failed"):
+        cluster.main(["--num-shards", "2", "--destdir", str(destdir), "--engine", "slurm", *common(raw, spacy_model()),
+                      "--dictdir", str(root / "dicts"), "--joined-dictionary"])
+    assert not destdir.exists()

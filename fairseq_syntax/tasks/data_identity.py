@@ -46,13 +46,22 @@ class DataIdentity:
         run_id = resume_settings.current_run_id()
         if run_id is not None:  # which run saved the checkpoint: record refuses a best checkpoint of another
             state[resume_settings.RUN_ID_KEY] = run_id
+        forgotten = resume_settings.current_restarts(resume_settings.METER_RESETS_ENV)
+        if forgotten:  # a resume forgot the best validation value (--reset-meters)
+            state[resume_settings.METER_RESETS_KEY] = forgotten
+        if resume_settings.current_finetuned() is not None:  # started from other weights: not a run from scratch
+            state[resume_settings.FINETUNED_KEY] = resume_settings.current_finetuned()
+        stalled = resume_settings.current_stalled()
+        if stalled is not None:  # fairseq's --patience count, given back to it on resume
+            state[resume_settings.STALLED_KEY] = stalled
         return state
 
     def load_state_dict(self, state_dict):
         """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
         state_dict = dict(state_dict)
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
-        for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY):
+        for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY,
+                    resume_settings.METER_RESETS_KEY, resume_settings.FINETUNED_KEY, resume_settings.STALLED_KEY):
             state_dict.pop(key, None)
         super().load_state_dict(state_dict)
 

@@ -28,11 +28,18 @@ class RawTextInference:
         every batch of that buffer: the texts kept are this buffer's, by position (sample id).
         """
         tokens, texts = [], []
+        before = getattr(self, "_interactive_lines", 0)
+        specials = {self.source_dictionary[i] for i in range(self.source_dictionary.nspecial)}
         for line in lines:
             line = line.lstrip(BOM)
             if not is_visible(line):
                 line = ""  # only spaces, control or zero-width characters: an empty line
             text = encode_fn(line)
+            special = specials.intersection(text.split())
+            if special:  # as preprocessing refuses them in a file: padding or an end of sentence mid-source
+                raise UsageError(f"input line {before + len(tokens) + 1}: token {quoted(sorted(special)[0])} is one of "
+                                 "fairseq's special symbols (<s> <pad> </s> <unk>) and would be read as that symbol, "
+                                 "not as a word: escape it, or tokenize (--tokenizer moses escapes it)")
             tokens.append(self.source_dictionary.encode_line(text, add_if_not_exist=False).long())
             texts.append(text)
         self.remember_source_texts(tokens, texts)
