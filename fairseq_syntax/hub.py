@@ -51,8 +51,8 @@ class SyntaxHubInterface(GeneratorHubInterface):
         if not any(is_visible(token) for token in sentence.split()):  # as fairseq-interactive: an empty line
             sentence = ""
         text = self.apply_bpe(self.tokenize(sentence.lstrip(BOM)))
-        vocab = self.task.source_dictionary
-        special = {vocab[i] for i in range(vocab.nspecial)}.intersection(text.split())
+        vocab = getattr(getattr(self, "task", None), "source_dictionary", None)
+        special = {vocab[i] for i in range(vocab.nspecial)}.intersection(text.split()) if vocab is not None else ()
         if special:  # as preprocessing and fairseq-interactive refuse them
             raise UsageError(f"token {quoted(sorted(special)[0])} of the sentence is one of fairseq's special symbols "
                              "(<s> <pad> </s> <unk>) and would be read as that symbol, not as a word: escape it, or "

@@ -115,7 +115,6 @@ def apply_dictdir(args) -> None:
         if wanted and recorded and wanted != recorded:
             raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {flag} {recorded}, "
                              f"not {wanted} ({where})")
-    _check_digests(folder, meta.get(DICT_ONLY_KEY), where)
     args.srcdict = os.path.join(folder, f"dict.{src}.txt")
     tgtdict = os.path.join(folder, f"dict.{tgt}.txt")
     if args.joined_dictionary:
@@ -137,3 +136,4 @@ def apply_dictdir(args) -> None:
                              "--dict-only --target-parser too")
         args.target_labeldict = dictionary_path(folder, tgt, STREAMS[LABEL.name])
         args.target_posdict = dictionary_path(folder, tgt, STREAMS[POS.name])
+    _check_digests(folder, meta.get(DICT_ONLY_KEY), where)  # last: the checks above say more of a mismatch
