@@ -32,7 +32,10 @@ import tempfile
 from typing import List, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BLOCK = re.compile(r"(?P<open><!-- table: (?P<command>.+?) -->\n)(?P<body>.*?)(?P<close><!-- /table -->)", re.S)
+#: a block's markers stand on lines of their own: a name in the table that holds one (in a code span, inside a
+#: row) neither opens nor closes a block
+BLOCK = re.compile(r"(?P<open>^<!-- table: (?P<command>[^\n]+?) -->\n)(?P<body>.*?)(?P<close>^<!-- /table -->$)",
+                   re.S | re.M)
 PATTERNS = ("README.md", "docs/**/*.md", "examples/**/*.md", "benchmarks/*.md")
 
 

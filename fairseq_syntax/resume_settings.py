@@ -27,6 +27,7 @@ from typing import Any, List, Optional, Tuple
 
 from fairseq_syntax_core.decoding_record import (  # noqa: F401
     EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RUN_ID_KEY, STALLED_KEY, carried,
+    carried_problem,
     epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import one_line
@@ -91,6 +92,10 @@ def resume_error(cfg: Any) -> Optional[str]:
         state = _read(path)
     except CheckpointError as error:
         return str(error)
+    damaged = carried_problem(state)
+    if damaged is not None:
+        return (f"{one_line(path)[:160]}: its task_state's {damaged} (edited?): resume from an intact checkpoint, or "
+                "start the run again")
     updates = _updates(state)
     restarts = update_restarts(state)
     # fairseq takes the update count from the optimizer state: without one (--no-save-optimizer-state) it counts

@@ -53,7 +53,19 @@ def statistics_rows(rows, metric: str) -> bool:
     ``[0, MAX_SENTENCE_COUNT]``: sacreBLEU's statistics are n-gram and character counts)."""
     width = statistics_width(metric)
     return isinstance(rows, list) and all(
-        isinstance(r, list) and len(r) == width and all(_count(v) for v in r) for r in rows)
+        isinstance(r, list) and len(r) == width and all(_count(v) for v in r) and _consistent(r, metric)
+        for r in rows)
+
+
+def _consistent(row: List, metric: str) -> bool:
+    """Counts one sentence can have: BLEU's n-gram matches at most its n-grams, which its length gives
+    (``[hyp, ref, match1..4, total1..4]``); chrF's matches at most either side's n-grams (``[hyp, ref, match]`` per
+    order). Edited counts can otherwise give any score, over 100 too."""
+    if metric == "BLEU":
+        return all(row[2 + k] <= row[6 + k] == max(0, row[0] - k) for k in range(4))
+    if metric.startswith("chrF"):
+        return all(row[i + 2] <= min(row[i], row[i + 1]) for i in range(0, len(row) - 2, 3))
+    return True
 
 
 def _check_result(data: Dict, path: str) -> None:

@@ -43,6 +43,7 @@ from .result_format import (  # noqa: F401
     FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows, test_problem,
 )
 from .table import compare_seeds, make_table  # noqa: F401
+from .evaluation_file import read_evaluation, same_reference  # noqa: F401 (the report reads them here)
 from .run_checks import one_run_problem, run_id_problem
 from .train_log import logged_run, training_seconds, valid_metrics
 
@@ -89,6 +90,11 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
                 raise InputError(path, None, f"is not a fairseq checkpoint: its best validation value is "
                                  f"{quoted(best, 40)}, not a finite number (edited?)")
             facts["best_valid_loss"] = best
+            saved = extra.get("val_loss")  # the validation value it was saved with: the best, for the best checkpoint
+            if isinstance(best, (int, float)) and isinstance(saved, (int, float)) and not isinstance(saved, bool) \
+                    and saved != best:
+                raise InputError(path, None, f"was saved with the validation value {saved:g}, but records the run's "
+                                 f"best as {best:g}: not the checkpoint fairseq saved as the best (a copy of another?)")
             cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
             checkpointing = cfg.get("checkpoint") if isinstance(cfg.get("checkpoint"), dict) else {}
             metric = checkpointing.get("best_checkpoint_metric", "loss")
@@ -238,46 +244,6 @@ def build_result(model: str, arch: str, seed: int, flags: str, max_update: int, 
     }
 
 
-def same_reference(a: Dict, b: Dict) -> bool:
-    """Whether two evaluations score one reference: the same text (the digest evaluate records), else, for
-    evaluations without it, the same path as typed and the same number of sentences."""
-    if isinstance(a.get("reference_sha256"), str) and isinstance(b.get("reference_sha256"), str):
-        return a["reference_sha256"] == b["reference_sha256"]
-    if isinstance(a.get("reference_sha256"), str) or isinstance(b.get("reference_sha256"), str):
-        return False  # one evaluation older than the digest: not known to be one reference
-    return (a.get("reference"), a.get("sentences")) == (b.get("reference"), b.get("sentences"))
-
-
-def read_evaluation(path: str) -> Dict:
-    """A ``fairseq-syntax-evaluate --statistics`` JSON of exactly one system, checked."""
-    ev = read_json_file(path, remedy="expected a fairseq-syntax-evaluate JSON")
-    systems = ev.get("systems") if isinstance(ev, dict) else None
-    if not isinstance(systems, list) or not systems or not isinstance(systems[0], dict) \
-            or not isinstance(systems[0].get("scores"), dict) or "sentences" not in ev:
-        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (no systems with scores)")
-    if len(systems) != 1:
-        raise InputError(path, None, f"evaluates {len(systems)} systems; a run's result needs the evaluation "
-                         "of its own translations alone (fairseq-syntax-evaluate -b RUN=FILE)")
-    name = systems[0].get("name")
-    if not isinstance(ev.get("signatures"), dict) or not isinstance(ev.get("hypotheses", {}), dict):
-        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON (its signatures and hypotheses are "
-                         "objects): made by another tool, or edited?")
-    stats = ev.get("statistics")
-    stats = stats.get(name) if isinstance(stats, dict) and isinstance(name, str) else None
-    if not isinstance(stats, dict) or not all(stats.get(m) is not None for m in METRIC_KEYS):
-        raise InputError(path, None, "lacks per-sentence statistics: run fairseq-syntax-evaluate with --statistics")
-    if not all(statistics_rows(stats[m], m) and len(stats[m]) == ev["sentences"] for m in METRIC_KEYS):
-        raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON: its per-sentence statistics are not "
-                         f"one row of counts per sentence for {' and '.join(METRIC_KEYS)} (edited?)")
-    p = ev.get("perturbation", 0)
-    if p != 0:  # evaluate records the p of the --data-bin decoded: a result is the test set's score as parsed
-        raise InputError(path, None, f"evaluates translations of a data-bin whose parses were perturbed (perturbation "
-                         f"{quoted(p, 40)}): a result scores the test set as parsed; noise goes to "
-                         "fairseq-syntax-report noise")
-    return ev
-
-
-# --------------------------------------------------------------------------------- CLI
 def table_command(args: argparse.Namespace) -> str:
     """The ``table`` command line that rebuilds a table (``--markdown`` left out: it names the output)."""
     argv = [PROG, "table", *args.folders, "--baseline", args.baseline]

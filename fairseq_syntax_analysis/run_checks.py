@@ -10,7 +10,7 @@ one are compared by what their settings record, :data:`SAME_RUN_KEYS`).
 from typing import Dict, Optional
 
 from fairseq_syntax_core.decoding_record import (
-    FINETUNED_KEY, carried, epoch_restarts, meter_resets, stored_run_id, update_restarts,
+    FINETUNED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import quoted
 
@@ -19,6 +19,9 @@ __all__ = ["one_run_problem", "run_id_problem"]
 
 def one_run_problem(state: Dict) -> Optional[str]:
     """Why the run that saved checkpoint ``state`` is not one run from scratch, or None."""
+    damaged = carried_problem(state)
+    if damaged is not None:
+        return f"its task_state's {damaged} (edited?): what it carries of its run cannot be read"
     stored = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
     started = stored.get("checkpoint") if isinstance(stored.get("checkpoint"), dict) else {}
     start = started.get("finetune_from_model") or carried(state, FINETUNED_KEY)

@@ -109,6 +109,24 @@ def update_restarts(state: Dict) -> List[int]:
     return _counts(state, RESTARTS_KEY)
 
 
+def carried_problem(state: Dict) -> Optional[str]:
+    """What of a checkpoint's carried run record (its task state's entries above) is not what fairseq-train
+    writes, or None: an edited entry would otherwise be dropped or misread on resume, and the run lose its identity."""
+    task_state = _task_state(state)
+    for key in (RESTARTS_KEY, EPOCH_RESTARTS_KEY, METER_RESETS_KEY):
+        value = task_state.get(key)
+        if value is not None and not (isinstance(value, list) and all(type(c) is int and c >= 0 for c in value)):
+            return f"{key} is not a list of update counts"
+    if RUN_ID_KEY in task_state and stored_run_id(state) is None:
+        return f"{RUN_ID_KEY} is not 32 lower-case hexadecimal digits"
+    if task_state.get(FINETUNED_KEY) is not None and not isinstance(task_state[FINETUNED_KEY], str):
+        return f"{FINETUNED_KEY} is not a path"
+    stalled = task_state.get(STALLED_KEY)
+    if stalled is not None and not (type(stalled) is int and stalled >= 0):
+        return f"{STALLED_KEY} is not a count"
+    return None
+
+
 def meter_resets(state: Dict) -> List[int]:
     """The update counts at which the run of a checkpoint ``state`` forgot its best validation value ([] if none)."""
     return _counts(state, METER_RESETS_KEY)
@@ -187,4 +205,5 @@ def _counts_are_counts(checkpoint: Dict) -> bool:
     """The seed, update count and cap a checkpoint record holds are whole numbers of a real run, where present."""
     return all(checkpoint.get(key) is None or (type(checkpoint[key]) is int and 0 <= checkpoint[key] < 2**63)
                for key in ("seed", "updates", "max_update")) and \
-        (checkpoint.get("run_id") is None or isinstance(checkpoint["run_id"], str))
+        (checkpoint.get("run_id") is None or isinstance(checkpoint["run_id"], str)) and \
+        (checkpoint.get("training_data") is None or isinstance(checkpoint["training_data"], dict))

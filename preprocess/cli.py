@@ -462,6 +462,10 @@ def cli_main(argv: Optional[List[str]] = None) -> None:
         sys.exit(print_error("fairseq-syntax-preprocess", error, note))
 
     print(f"fairseq-syntax-preprocess: wrote {os.path.abspath(args.destdir)}")
+    pieces = summary.get("subwords") or 0
+    if pieces and (summary.get("unknown_labels") or 0) > 0.1 * pieces:  # dictionaries of another parser's labels
+        logger.warning(f"{summary['unknown_labels']} of {pieces} pieces got the label <unk>: the label dictionary "
+                       "(--labeldict, --dictdir) was made from another parser's labels?")
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         print(f"  {key.ljust(width)}  {value}")

@@ -11,6 +11,7 @@ and POS column.
 """
 
 import hashlib
+import logging
 import os
 from typing import Dict, Optional
 
@@ -24,6 +25,8 @@ from fairseq_syntax_core.oneline import quoted
 from .destdir import our_metadata
 
 #: ``syntax.json`` key of a ``--dict-only`` output: where the dictionaries were learned
+logger = logging.getLogger("fairseq_syntax.preprocess")
+
 DICT_ONLY_KEY = "dict_only"
 #: the flags ``--dictdir`` sets, which may not be given beside it
 _FLAGS = ("srcdict", "tgtdict", "bpe_codes", "labeldict", "posdict", "target_labeldict", "target_posdict")
@@ -107,11 +110,12 @@ def apply_dictdir(args) -> None:
              (meta.get("target_parse") or {}).get("parser"))):
         recorded = _parser_name(record)
         if isinstance(record, dict) and record and (recorded is None) != (external is not None) \
-                and (wanted or external):  # spaCy's labels and tags against another parser's
+                and (wanted or external):  # spaCy's labels against an external parse's: the same parser's or not
             made = f"{flag} {quoted(recorded)}" if recorded else "an external parse"
             now = "an external parse" if external else f"{flag} {wanted}"
-            raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {made}, this run parses "
-                             f"with {now}: their labels and tags would be <unk> ({where})")
+            logger.warning(f"--dictdir {folder}: its label and POS dictionaries come from {made}, this run parses "
+                           f"with {now}: unless both are one parser's labels and tags, most become <unk> (the "
+                           "summary counts them)")
         if wanted and recorded and wanted != recorded:
             raise UsageError(f"--dictdir {folder}: its label and POS dictionaries come from {flag} {recorded}, "
                              f"not {wanted} ({where})")

@@ -429,3 +429,89 @@ def test_an_ensemble_of_seeds_is_not_one_seed_and_a_noise_point_is_the_checkpoin
         ev.check_decoded_seed(both, "gen.txt", "dep_rel.seed1")
     absolute = _run(1, "/abs/ck")
     assert _noise(tmp_path, _point(tmp_path, "clean", 0.0, _run(1)), _point(tmp_path, "noisy", 0.4, absolute)) == 0
+
+
+# ------------------------------------------------------------------ the thirty-second pass
+def test_a_table_marker_inside_a_model_name_neither_opens_nor_closes_a_block():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("refresh_tables", os.path.join(ROOT, "docs", "refresh_tables.py"))
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    text = ("<!-- table: fairseq-syntax-report table r --baseline m -->\n| `x<!-- /table -->` | 1 |\n"
+            "<!-- /table -->\nafter\n")
+    (match,) = list(refresh.BLOCK.finditer(text))
+    assert match.group("body") == "| `x<!-- /table -->` | 1 |\n" and text[match.end():] == "\nafter\n"
+
+
+def test_statistics_no_sentence_can_have_are_damaged(tmp_path, capsys):
+    from fairseq_syntax_analysis.result_format import statistics_rows
+
+    assert statistics_rows([[5, 4, 3, 2, 1, 0, 5, 4, 3, 2]], "BLEU")
+    assert not statistics_rows([[5, 4, 9, 2, 1, 0, 5, 4, 3, 2]], "BLEU")  # more matches than unigrams
+    assert not statistics_rows([[5, 4, 3, 2, 1, 0, 9, 4, 3, 2]], "BLEU")  # more unigrams than words
+    assert statistics_rows([[14, 14, 13] * 6], "chrF2") and not statistics_rows([[14, 14, 15] * 6], "chrF2")
+    result = fake_result("transformer", 1, HYPS)
+    rows = result["tests"]["test_2016_flickr"]["statistics"]["BLEU"]
+    rows[0] = [rows[0][0], rows[0][1], *[2 * v for v in rows[0][6:10]], *rows[0][6:10]]
+    assert rs.cli_main(["table", str(_folder(tmp_path, [result])), "--baseline", "transformer"]) == 1
+    assert "needs per-sentence statistics" in capsys.readouterr().err
+
+
+def test_an_evaluation_whose_hypotheses_are_not_one_per_sentence_is_not_recorded(tmp_path):
+    from fairseq_syntax_analysis.evaluation_file import read_evaluation
+
+    from .helpers import _evaluation
+
+    path = tmp_path / "ev.json"
+    data = json.loads(open(_evaluation(path), encoding="utf-8").read())
+    data["hypotheses"] = {"m": ["one", "two"]}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match="its hypotheses are not one line per sentence"):
+        read_evaluation(str(path))
+
+
+def test_a_decoded_line_whose_training_data_is_no_record_is_not_one():
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    assert parse_line(f"{MARK}\t" + json.dumps({"checkpoints": [{"seed": 1, "training_data": [1]}]})) is None
+
+
+def _rewrite(path, edit):
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+
+    state = load_checkpoint(str(path))
+    edit(state)
+    torch.save(state, str(path))
+
+
+def test_a_checkpoint_best_that_is_a_copy_of_another_checkpoint_is_refused(tmp_path):
+    """The best checkpoint was saved with the best validation value it records; a copy of another is not."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2")
+    rs_.checkpoint_facts(str(tmp_path / "ck"))
+    _rewrite(tmp_path / "ck" / "checkpoint_best.pt",
+             lambda state: state["extra_state"].update(val_loss=state["extra_state"]["best"] + 1.0))
+    with pytest.raises(Refused, match="not the checkpoint fairseq saved as the best"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("run_id", "../../etc", "run_id is not 32 lower-case hexadecimal digits"),
+    ("validations_without_improvement", True, "validations_without_improvement is not a count"),
+    ("epoch_restarts", ["2"], "epoch_restarts is not a list of update counts"),
+])
+def test_a_resume_from_a_checkpoint_whose_carried_run_record_was_edited_is_refused(tmp_path, key, value, words):
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    _rewrite(tmp_path / "ck" / "checkpoint_last.pt", lambda state: state["task_state"].update({key: value}))
+    result = call([tool("fairseq-train"), *TINY, "--max-update", "2"], cwd=tmp_path, expect_ok=False)
+    one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt: its task_state's " + words)

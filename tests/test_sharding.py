@@ -466,7 +466,7 @@ def test_a_shard_missing_a_file_or_cut_short_is_named_with_its_job(made, tmp_pat
         check_shards(str(bins), 2)
 
 
-def test_a_dictdir_whose_codes_or_dictionaries_were_replaced_is_refused(made, tmp_path):
+def test_a_dictdir_whose_codes_or_dictionaries_were_replaced_is_refused(made, tmp_path, caplog):
     """--dict-only records the SHA-256 of what it wrote: codes of another run would leave most pieces <unk>."""
     from fairseq_syntax_preprocess.cli import get_parser
     from fairseq_syntax_preprocess.dictdir import apply_dictdir
@@ -481,8 +481,8 @@ def test_a_dictdir_whose_codes_or_dictionaries_were_replaced_is_refused(made, tm
         apply_dictdir(get_parser().parse_args(argv))
     external = ["-s", SRC, "-t", TGT, "--trainpref", str(raw / "train"), "--external-parse", "conllu",
                 "--dictdir", str(root / "dicts"), "--joined-dictionary", "--destdir", "x"]
-    with pytest.raises(UsageError, match=r"come from --parser .* this run parses with an external parse"):
-        apply_dictdir(get_parser().parse_args(external))
+    apply_dictdir(get_parser().parse_args(external))  # warned: an external parse may be the same parser's
+    assert "unless both are one parser's labels and tags, most become <unk>" in caplog.text
 
 
 def test_a_cluster_submission_that_fails_leaves_no_folder_it_made(made, tmp_path, monkeypatch):
