@@ -80,6 +80,7 @@ def resume_error(cfg: Any) -> Optional[str]:
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader", "meters")]
+    own = getattr(checkpoint, "restore_file", "checkpoint_last.pt") == "checkpoint_last.pt"  # a run started again
     if path is None:
         os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
         start = getattr(checkpoint, "finetune_from_model", None)
@@ -130,9 +131,9 @@ def resume_error(cfg: Any) -> Optional[str]:
                        "fairseq-syntax-report record will not take it as one run")
     if forgotten:
         os.environ[METER_RESETS_ENV] = json.dumps(forgotten)
-    _restore_patience(cfg, state, path, resets[2])
+    _restore_patience(cfg, state, path, resets[2] or not own)
     cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
-    if not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
+    if own and not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
         _finished(path, updates, cap)
     problem = _carried_state_error(cfg, state, path)
     if problem is not None:
