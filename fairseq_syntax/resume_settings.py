@@ -98,39 +98,24 @@ def resume_error(cfg: Any) -> Optional[str]:
         return (f"{one_line(path)[:160]}: its task_state's {damaged} (edited?): resume from an intact checkpoint, or "
                 "start the run again")
     updates = _updates(state)
-    restarts = update_restarts(state)
+    shown = f"{one_line(path)[:120]} was at update {updates}"
     # fairseq takes the update count from the optimizer state: without one (--no-save-optimizer-state) it counts
     # from 0 again, as with --reset-optimizer
     recount = resets[0] or state.get("last_optimizer_state") is None
-    if recount and isinstance(updates, int) and updates > 0:
-        restarts.append(updates)
-        why = "--reset-optimizer: " if resets[0] else ""
-        held = "" if resets[0] else " and holds no optimizer state (saved with --no-save-optimizer-state)"
-        logger.warning(f"{why}{one_line(path)[:120]} was at update {updates}{held}; this run counts its "
-                       "updates from 0 again (--max-update and the learning-rate schedule too), and "
-                       "fairseq-syntax-report record will not take it as one run")
-    if restarts:
-        os.environ[RESTARTS_ENV] = json.dumps(restarts)
-    epochs = epoch_restarts(state)
-    if resets[1] and isinstance(updates, int) and updates > 0:
-        epochs.append(updates)
-        logger.warning(f"--reset-dataloader: {one_line(path)[:120]} was at update {updates}; fairseq starts the epochs "
-                       "again at epoch 1 (the batches trained are trained again), and fairseq-syntax-report record "
-                       "will not take it as one run")
-    if epochs:
-        os.environ[EPOCH_RESTARTS_ENV] = json.dumps(epochs)
+    held = "" if resets[0] else " and holds no optimizer state (saved with --no-save-optimizer-state)"
+    _carry(RESTARTS_ENV, update_restarts(state), recount, updates,
+           f"{'--reset-optimizer: ' if resets[0] else ''}{shown}{held}; this run counts its updates from 0 again "
+           "(--max-update and the learning-rate schedule too)")
+    _carry(EPOCH_RESTARTS_ENV, epoch_restarts(state), resets[1], updates,
+           f"--reset-dataloader: {shown}; fairseq starts the epochs again at epoch 1 (the batches trained are trained "
+           "again)")
     if stored_run_id(state) is not None:  # a run started before runs carried one keeps none
         os.environ[RUN_ID_ENV] = stored_run_id(state)
     if isinstance(carried(state, FINETUNED_KEY), str):
         os.environ[FINETUNED_ENV] = carried(state, FINETUNED_KEY)
-    forgotten = meter_resets(state)
-    if resets[2] and isinstance(updates, int) and updates > 0:
-        forgotten.append(updates)
-        logger.warning(f"--reset-meters: {one_line(path)[:120]} was at update {updates}; fairseq forgets the best "
-                       "validation value, so the next validation replaces checkpoint_best.pt even if worse, and "
-                       "fairseq-syntax-report record will not take it as one run")
-    if forgotten:
-        os.environ[METER_RESETS_ENV] = json.dumps(forgotten)
+    _carry(METER_RESETS_ENV, meter_resets(state), resets[2], updates,
+           f"--reset-meters: {shown}; fairseq forgets the best validation value, so the next validation replaces "
+           "checkpoint_best.pt even if worse")
     _restore_patience(cfg, state, path, resets[2] or not own)
     cap = getattr(getattr(cfg, "optimization", None), "max_update", 0)
     if own and not resets[0] and isinstance(updates, int) and isinstance(cap, int) and 0 < cap <= updates:
@@ -156,6 +141,16 @@ def resume_error(cfg: Any) -> Optional[str]:
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
             "--reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _carry(env: str, counts: List[int], reset: bool, updates: Any, warning: str) -> None:
+    """One kind of restart a checkpoint carries: this resume's update count is added when it restarts (``reset``,
+    with ``warning``), and the counts go to the task through ``env`` (and to the processes fairseq spawns)."""
+    if reset and isinstance(updates, int) and updates > 0:
+        counts.append(updates)
+        logger.warning(f"{warning}, and fairseq-syntax-report record will not take it as one run")
+    if counts:
+        os.environ[env] = json.dumps(counts)
 
 
 def _restore_patience(cfg: Any, state: dict, path: str, forget: bool) -> None:

@@ -244,6 +244,18 @@ def _train_argv(data, common, arch, save, *extra):
             *extra]
 
 
+def _decodes(data, common, checkpoint, tmp_path) -> None:
+    """``checkpoint`` translates the test split through fairseq-generate and a raw line through fairseq-interactive."""
+    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
+                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
+    assert any(line.startswith("H-") for line in generated.stdout.splitlines())
+    interactive = _run([tool("fairseq-interactive"), data, *common, "--path", checkpoint, "--beam", "2",
+                        "--max-len-b", "10", "--cpu", "--source-lang", "en", "--target-lang", "de",
+                        "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
+                        os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
+    assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+
+
 @pytest.mark.slow
 def test_one_module_and_one_preset_row_train_decode_save_and_load(multi30k_bin, extended_plugin, tmp_path):
     data, save = str(multi30k_bin), str(tmp_path / "ck")
@@ -266,15 +278,7 @@ def test_one_module_and_one_preset_row_train_decode_save_and_load(multi30k_bin, 
     resumed = _run(train + ["--max-update", "8"], cwd=str(tmp_path))
     assert "loaded checkpoint" in resumed.stderr.lower() + resumed.stdout.lower()
 
-    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
-                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
-    assert any(line.startswith("H-") for line in generated.stdout.splitlines())
-
-    interactive = _run([tool("fairseq-interactive"), data, *common, "--path", checkpoint, "--beam", "2",
-                        "--max-len-b", "10", "--cpu", "--source-lang", "en", "--target-lang", "de",
-                        "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
-                        os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
-    assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+    _decodes(data, common, checkpoint, tmp_path)  # fairseq-generate and fairseq-interactive each translate
 
 
 @pytest.mark.slow
@@ -314,14 +318,7 @@ def test_a_decoder_component_is_one_module_the_decoder_builds_widens_and_decodes
     assert " ".join(probe) == "(4, 8) (40, 40)"  # its own parameters; the decoder 32 + 8 wide
     resumed = _run(train + ["--max-update", "6"], cwd=str(tmp_path))
     assert "loaded checkpoint" in resumed.stderr.lower() + resumed.stdout.lower()
-    generated = _run([tool("fairseq-generate"), data, *common, "--path", checkpoint, "--gen-subset", "test",
-                      "--beam", "2", "--max-len-b", "10", "--batch-size", "8", "--cpu"], cwd=str(tmp_path))
-    assert any(line.startswith("H-") for line in generated.stdout.splitlines())
-    interactive = _run([tool("fairseq-interactive"), data, *common, "--path", checkpoint, "--beam", "2",
-                        "--max-len-b", "10", "--cpu", "--source-lang", "en", "--target-lang", "de",
-                        "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes",
-                        os.path.join(data, "bpe.codes")], cwd=str(tmp_path), stdin="A dog runs .\n")
-    assert any(line.startswith("H-") for line in interactive.stdout.splitlines())
+    _decodes(data, common, checkpoint, tmp_path)  # fairseq-generate and fairseq-interactive each translate
     refused = subprocess.run(_train_argv(data, common, "transformer_target_phase_iwslt_de_en", str(tmp_path / "x"),
                                          "--target-phase-dim", "7", "--max-update", "1"), cwd=str(tmp_path),
                              env=dict(os.environ, PYTHONPATH=""), capture_output=True, text=True, timeout=600)
