@@ -105,6 +105,7 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
     the results is escaped (:mod:`.rendering`): a row stays one row of its cells whatever a name holds."""
     tests = sorted({t for r in results for t in r["tests"]})
     out = []
+    compared = set()  # the --compare pairs that got a line
     for test in tests:
         here = [r for r in results if test in r["tests"]]
         for r in here[1:]:
@@ -129,9 +130,14 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
         for system, base in compares:
             rows = compare_seeds(here, system, base, test)
             if rows:
+                compared.add((system, base))
                 out.append(f"\n{md_code(system)} against {md_code(base)} (same seeds): {_verdict(rows, alpha)}"
                            + _unpaired(here, system, base, test))
         out.append("")
+    for system, base in compares:
+        if (system, base) not in compared:
+            out.append(f"{md_code(system)} against {md_code(base)}: not compared, no test set that both decoded "
+                       "with a seed in common.\n")
     out.append(f"Mean ± standard deviation over seeds. Significance: sacreBLEU's paired bootstrap "
                f"({DEFAULT_SAMPLES} resamples, seed {DEFAULT_SEED}), p < {alpha}, each seed against the same seed "
                "of the other model; a zero difference counts as p = 1.")

@@ -6,30 +6,31 @@ external CoNLL-U, ``--external-parse conllu``), and the target when asked (``--t
 or ``--target-external-parse conllu``) -> BPE (subword-nmt: learn joint codes with
 ``--bpe-symbols`` or apply ``--bpe-codes``) -> project the word tree onto BPE pieces
 (``--projection``), with the binary phrase structure (imported brackets, ``--constituency-parse
-ptb``, or converted from the dependency tree) -> binarize (text through fairseq-preprocess itself, side streams as mmap
-indexed datasets) -> metadata. Everything is written under a temporary directory next to
-``--destdir`` and renamed into place only when complete.
+ptb``, or converted from the dependency tree) -> dictionaries (the text's counted by fairseq-preprocess
+itself, labels and POS on the train split) -> write, sentence by sentence, through the pipeline's one
+writer (:func:`~.streaming.write_split`: text through fairseq's binarizer, side streams as mmap indexed
+datasets, CoNLL-U), which a sharded run (``--num-shards``) feeds block by block -> metadata. Everything
+is written under a temporary directory next to ``--destdir`` and renamed into place only when complete.
 """
 
-import json
 import logging
 import os
 import shutil
 import sys
 import time
-from typing import Dict, List, Optional
+from collections import Counter
+from typing import Dict, Iterator, List, Optional
 
 from tqdm import tqdm
 
 from . import bpe as bpe_stage
-from .conllu import format_conllu, trees_for_lines
-from .destdir import filling, move_into_place
+from .conllu import trees_for_lines
+from .destdir import filling
 from .dictdir import DICT_ONLY_KEY, file_digests
 from fairseq_syntax_core.databin import (
     CODES_FILE,
     FORMAT_VERSION,
     LABEL,
-    METADATA_FILE,
     PARSED_LANGS_KEY,
     PHRASE_FROM_DEPENDENCY,
     PHRASE_FROM_PTB,
@@ -41,17 +42,15 @@ from fairseq_syntax_core.databin import (
     STREAMS,
     TARGET_PARSE_KEY,
     TARGET_STREAMS,
-    dictionary_path,
-    stream_prefix,
 )
 from fairseq_syntax_core.errors import InputError
-from fairseq_syntax_core.length_prior import LengthPrior, length_prior_path, table_text
 from fairseq_syntax_core.fileio import is_visible, nonempty_lines, read_lines
-from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
+from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import SUBWORD_LABEL, project
-from .side_files import build_tag_dictionary, write_streams
+from .side_files import build_tag_dictionary
+from .streaming import Counts, Dictionaries, Item, closing_summary, finish, write_length_prior, write_split
 from .tokenize import tokenize_lines
 from .word_tree import WordTree
 from .options import check_args, get_parser, split_input_prefixes, target_parsed  # noqa: F401 (get_parser: public)
@@ -222,7 +221,7 @@ def run(args) -> Dict[str, object]:
             for split in splits:
                 read_and_tokenize(split, args)
             stages.lap("tokenize")
-            # BPE and fairseq's binarization need no parse: they run in a forked process while
+            # BPE and the text dictionaries need no parse: they run in a forked process while
             # the parser works (parsing dominates; see benchmarks/pipeline_vs_spacy.py)
             text_chain = TextChain(args, splits, work, out)
             text_chain.start()
@@ -231,52 +230,45 @@ def run(args) -> Dict[str, object]:
                 parse_seconds += sum(parse_target_split(split, args, target_nlp) for split in splits)
             stages.lap("parse")
             stages.seconds.update(text_chain.join())
-            stages.lap("wait_bpe_and_binarize")
+            stages.lap("wait_bpe_and_dictionaries")
             for split in splits:
                 split.src_pieces = _read_pieces(os.path.join(work, f"{split.name}.{src}"))
-                if target_parsed(args):
-                    split.tgt_pieces = _read_pieces(os.path.join(work, f"{split.name}.{tgt}"))
-            write_length_table(splits, work, out, src, tgt)
-
+                split.tgt_pieces = _read_pieces(os.path.join(work, f"{split.name}.{tgt}"))
             piece_trees = _project_side(splits, "trees", "src_pieces", "src_path", args.projection)
             tgt_piece_trees = None
             if target_parsed(args):
                 tgt_piece_trees = _project_side(splits, "tgt_trees", "tgt_pieces", "tgt_path", args.projection)
             stages.lap("project")
 
-            unknown = _write_side_files(out, splits, piece_trees, src, tgt, src, SOURCE_STREAMS,
-                                        {LABEL.name: args.labeldict, POS.name: args.posdict}, args.pos_column)
-            tgt_unknown = None
-            if tgt_piece_trees is not None:
-                tgt_unknown = _write_side_files(
-                    out, splits, tgt_piece_trees, src, tgt, tgt, TARGET_STREAMS,
-                    {LABEL.name: args.target_labeldict, POS.name: args.target_posdict}, args.pos_column,
-                )
-            stages.lap("side_files")
+            dictionaries = _learned_dictionaries(args, out, splits, piece_trees, tgt_piece_trees)
+            counts, unknown = Counts(), Counter()
+            counts.numbers["parse_seconds"] = parse_seconds
+            for split in splits:
+                items = _learned_items(split, src, tgt, piece_trees[split.name],
+                                       tgt_piece_trees[split.name] if tgt_piece_trees else None)
+                write_split(args, out, split.name, items, dictionaries, counts, unknown)
+            if any(s.name == "train" for s in splits):  # else decoding estimates it from the training data-bin
+                write_length_prior(out, counts, src, tgt)
+            stages.lap("write")
 
-            summary = _summary(splits, piece_trees, parse_seconds, time.perf_counter() - start, unknown)
-            if tgt_piece_trees is not None:
-                summary.update(_target_summary(splits, tgt_piece_trees, tgt_unknown))
-            summary["stage_seconds"] = stages.seconds
+            split_meta = {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits}
+            result = closing_summary(counts, unknown, split_meta, tgt_piece_trees is not None, time.perf_counter() - start)
+            result["no_phrase_structure"] = sum(len(s.phrase_fallback_lines) for s in splits)
+            result["stage_seconds"] = stages.seconds
             metadata = build_metadata(
-                args, parser_meta, target_meta,
-                {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits},
+                args, parser_meta, target_meta, split_meta,
                 {s.name: s.phrase_fallback_lines for s in splits if s.phrase_fallback_lines},
             )
             shutil.rmtree(work)
             if args.dict_only:
                 metadata = _keep_dictionaries_only(out, metadata, splits[0])
-                summary["dict_only"] = ", ".join(sorted(os.listdir(out)))
-            with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
-                json.dump(metadata, handle, indent=2, sort_keys=True)
-                handle.write("\n")
-            with signals_deferred():
-                move_into_place(out, destdir, args.overwrite)
+                result["dict_only"] = ", ".join(sorted(os.listdir(out)))
+            finish(out, destdir, metadata, args.overwrite)
         except BaseException:
             if text_chain is not None:
                 text_chain.stop()
             raise
-    return summary
+    return result
 
 
 def build_metadata(args, parser_meta: Dict[str, str], target_meta: Optional[Dict[str, str]],
@@ -336,18 +328,6 @@ def _keep_dictionaries_only(out: str, metadata: Dict[str, object], train: Split)
     return metadata
 
 
-def write_length_table(splits: List[Split], work: str, out: str, src: str, tgt: str) -> None:
-    """Eriguchi et al. (2016)'s length prior counted on the train pairs in pieces (:mod:`fairseq_syntax_core.length_prior`)."""
-    train = next((s for s in splits if s.name == "train"), None)
-    if train is None:  # decoding estimates it from the data-bin the model was trained on
-        return
-    target = _read_pieces(os.path.join(work, f"train.{tgt}"))
-    prior = LengthPrior.from_lengths([len(p) for p in train.src_pieces], [len(p) for p in target],
-                                     source_lang=src, target_lang=tgt, splits=["train"])
-    with open(length_prior_path(out, src, tgt), "w", encoding="utf-8") as handle:
-        handle.write(table_text(prior))
-
-
 def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int,
              path: Optional[str] = None) -> WordTree:
     try:
@@ -374,80 +354,42 @@ def _project_side(splits: List[Split], trees_attr: str, pieces_attr: str, path_a
     }
 
 
-def _write_side_files(out: str, splits: List[Split], piece_trees: Dict[str, List[WordTree]], src: str, tgt: str,
-                      lang: str, names, reuse: Dict[str, Optional[str]], pos_column: str) -> Dict[str, int]:
-    """The dictionaries, streams ``names`` and ``.conllu`` of language ``lang``; returns unknown-symbol counts.
-
-    Dictionaries are counted on the train split (all splits without one), or reused (``reuse``).
-    """
-    dictionaries = {}
-    reserved = {LABEL.name: [SUBWORD_LABEL]}
-    train_trees = piece_trees.get("train") or [t for s in splits for t in piece_trees[s.name]]
-    for name in names:
-        stream = STREAMS[name]
-        if stream.dictionary is None:
-            continue
-        if reuse.get(name):
-            dictionaries[name] = _load_dictionary(reuse[name])
-        else:
-            dictionaries[name] = build_tag_dictionary(
-                (getattr(t, stream.field) for t in train_trees), reserved.get(name, [])
-            )
-        dictionaries[name].save(dictionary_path(out, lang, stream))
-
-    unknown = {name: 0 for name in dictionaries}
-    for split in splits:
-        prefixes = {s: stream_prefix(out, split.name, src, tgt, lang, s) for s in names}
-        counts = write_streams(prefixes, piece_trees[split.name], dictionaries, names)
-        for key in unknown:
-            unknown[key] += counts[key]
-        with open(stream_prefix(out, split.name, src, tgt, lang, "conllu"), "w", encoding="utf-8") as handle:
-            for i, tree in enumerate(piece_trees[split.name], start=1):
-                handle.write(format_conllu(tree, f"sent_id = {split.name}-{i}", pos_column))
-    return unknown
-
-
-def _target_summary(splits: List[Split], piece_trees: Dict[str, List[WordTree]], unknown) -> Dict[str, object]:
-    """The closing summary's lines about the parsed target (only printed when it was parsed)."""
-    trees = [t for s in splits for t in s.tgt_trees]
-    return {
-        "target_words": sum(len(t) for t in trees),
-        "target_subwords": sum(len(t) for name in piece_trees for t in piece_trees[name]),
-        "target_non_projective": sum(not t.is_projective() for t in trees),
-        "target_multi_root": sum(t.num_roots > 1 for t in trees),
-        "target_unknown_labels": unknown[LABEL.name],
-        "target_unknown_pos": unknown[POS.name],
-    }
-
-
 def _read_pieces(path: str) -> List[List[str]]:
     with open(path, encoding="utf-8") as handle:
         return [line.split() for line in handle]
 
 
-def _load_dictionary(path: str):
+def _learned_dictionaries(args, out: str, splits: List[Split], piece_trees: Dict[str, List[WordTree]],
+                          tgt_piece_trees: Optional[Dict[str, List[WordTree]]]) -> Dictionaries:
+    """The text dictionaries the text chain wrote to ``out``; label and POS dictionaries counted on the train
+    split's piece trees (every split's without one), or given (``--labeldict`` ...), saved to ``out``."""
     from fairseq.data import Dictionary
 
-    return Dictionary.load(path)
+    src, tgt = args.source_lang, args.target_lang
+    text = {lang: Dictionary.load(os.path.join(out, f"dict.{lang}.txt")) for lang in (src, tgt)}
+    streams = {}
+    for lang, names, trees, given in (
+        (src, SOURCE_STREAMS, piece_trees, {LABEL.name: args.labeldict, POS.name: args.posdict}),
+        (tgt, TARGET_STREAMS, tgt_piece_trees, {LABEL.name: args.target_labeldict, POS.name: args.target_posdict}),
+    ):
+        if trees is not None:
+            train = trees.get("train") or [t for s in splits for t in trees[s.name]]
+            streams[lang] = {name: Dictionary.load(given[name]) if given.get(name) else build_tag_dictionary(
+                (getattr(t, STREAMS[name].field) for t in train), [SUBWORD_LABEL] if name == LABEL.name else [])
+                for name in names if STREAMS[name].dictionary is not None}
+    dictionaries = Dictionaries(text[src], text[tgt], streams[src], streams.get(tgt))
+    dictionaries.save(out, src, tgt, text=False)
+    return dictionaries
 
 
-def _summary(splits, piece_trees, parse_seconds, total_seconds, unknown) -> Dict[str, object]:
-    sentences = sum(len(s.trees) for s in splits)
-    trees = [t for s in splits for t in s.trees]
-    return {
-        "sentences": sentences,
-        "words": sum(len(t) for t in trees),
-        "subwords": sum(len(t) for name in piece_trees for t in piece_trees[name]),
-        "parse_seconds": round(parse_seconds, 2),
-        "parse_sentences_per_second": round(sentences / parse_seconds, 1) if parse_seconds > 0 else None,
-        "non_projective": sum(not t.is_projective() for t in trees),
-        "multi_root": sum(t.num_roots > 1 for t in trees),
-        "skipped_too_long": sum(len(s.skipped_lines) for s in splits),
-        "unknown_labels": unknown[LABEL.name],
-        "unknown_pos": unknown[POS.name],
-        "no_phrase_structure": sum(len(s.phrase_fallback_lines) for s in splits),
-        "total_seconds": round(total_seconds, 2),
-    }
+def _learned_items(split: Split, src: str, tgt: str, trees: List[WordTree],
+                   tgt_trees: Optional[List[WordTree]]) -> Iterator[Item]:
+    """A learned split's sentences, for :func:`~.streaming.write_split`."""
+    for i, tree in enumerate(trees):
+        pieces, words, projected = {src: split.src_pieces[i], tgt: split.tgt_pieces[i]}, {src: split.trees[i]}, {src: tree}
+        if tgt_trees is not None:
+            words[tgt], projected[tgt] = split.tgt_trees[i], tgt_trees[i]
+        yield split.line_of(i), pieces, words, projected
 
 
 def cli_main(argv: Optional[List[str]] = None) -> None:

@@ -1,15 +1,21 @@
-"""One shard of the corpus, streamed in blocks: memory bounded by the block, not by the corpus.
+"""The pipeline's one writer, and its streamed shards: memory bounded by the block, not by the corpus.
 
-``fairseq-syntax-preprocess --num-shards N --shard-id I`` takes the train lines
-:func:`~fairseq_syntax_core.shards.shard_range` ``(lines, N, I)`` (and, in shard 0, every
-valid and test split) and runs every stage on ``--block-lines`` lines at a time: read
-(:func:`~.fileio.iter_lines`, the same checks as a whole-file read), tokenize, apply the given
-BPE codes, parse (length-sorted within the block, :func:`~.parse.parse_lines`), project, and
-append to open builders: the text through fairseq's own ``VocabularyDatasetBinarizer`` and
-``make_builder`` (what ``fairseq-preprocess`` writes, item for item), the side streams
-through :class:`~.side_files.StreamWriter`. Nothing is learned: the dictionaries, BPE codes
-and label/POS dictionaries are given (``--dictdir``, or ``--srcdict/--tgtdict/--bpe-codes/
---labeldict/--posdict``), which is what lets shards made on different machines share them.
+Every data-bin is written sentence by sentence through :func:`write_split`: the text through
+fairseq's own ``VocabularyDatasetBinarizer`` and ``make_builder`` (what ``fairseq-preprocess``
+writes, item for item), the side streams through :class:`~.side_files.StreamWriter`, the
+CoNLL-U (``sent_id`` = split and input line), the closing counts and the length prior
+(:class:`Counts`). Two sources feed it:
+
+- a whole-file run (``cli.run``) learns its codes and dictionaries on the train split, so it
+  holds the splits in memory, and feeds the sentences it parsed and projected;
+- ``fairseq-syntax-preprocess --num-shards N --shard-id I`` takes the train lines
+  :func:`~fairseq_syntax_core.shards.shard_range` ``(lines, N, I)`` (and, in shard 0, every
+  valid and test split) and :func:`file_items` runs every stage on ``--block-lines`` lines at a
+  time: read (:func:`~.fileio.iter_lines`, the same checks as a whole-file read), tokenize,
+  apply the given BPE codes, parse (length-sorted within the block, :func:`~.parse.parse_lines`)
+  and project. Nothing is learned: the dictionaries, BPE codes and label/POS dictionaries are
+  given (``--dictdir``, or ``--srcdict/--tgtdict/--bpe-codes/--labeldict/--posdict``), which is
+  what lets shards made on different machines share them.
 
 What still grows with the lines of a shard: fairseq's index builders keep one size per
 line per stream (8 bytes each: ~50 bytes a line with the target parsed), and the length
@@ -22,7 +28,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from fairseq_syntax_core.databin import (
     CODES_FILE, LABEL, METADATA_FILE, POS, SOURCE_STREAMS, STREAMS, TARGET_STREAMS, dictionary_path, stream_prefix,
@@ -61,23 +67,33 @@ def _blocks(src_path: str, tgt_path: str, start: int, stop: int, size: int, name
 
 
 class Dictionaries:
-    """The given dictionaries and codes of a sharded run, loaded once."""
+    """The text, label and POS dictionaries a run writes with: given (a sharded run), or learned on the train
+    split (a whole-file run)."""
 
-    def __init__(self, args) -> None:
+    def __init__(self, src, tgt, source_streams: Dict[str, object],
+                 target_streams: Optional[Dict[str, object]] = None) -> None:
+        self.src, self.tgt = src, tgt
+        self.source_streams, self.target_streams = source_streams, target_streams
+
+    @classmethod
+    def given(cls, args) -> "Dictionaries":
+        """Those named by ``--srcdict/--tgtdict/--labeldict/--posdict`` (and ``--target-*dict``), loaded once."""
         from fairseq.data import Dictionary
 
-        self.src = Dictionary.load(args.srcdict)
-        self.tgt = self.src if args.joined_dictionary and not args.tgtdict else Dictionary.load(args.tgtdict)
-        self.source_streams = {LABEL.name: Dictionary.load(args.labeldict), POS.name: Dictionary.load(args.posdict)}
-        self.target_streams: Optional[Dict[str, object]] = None
+        src = Dictionary.load(args.srcdict)
+        tgt = src if args.joined_dictionary and not args.tgtdict else Dictionary.load(args.tgtdict)
+        target_streams = None
         if args.target_labeldict:
-            self.target_streams = {LABEL.name: Dictionary.load(args.target_labeldict),
-                                   POS.name: Dictionary.load(args.target_posdict)}
+            target_streams = {LABEL.name: Dictionary.load(args.target_labeldict),
+                              POS.name: Dictionary.load(args.target_posdict)}
+        return cls(src, tgt, {LABEL.name: Dictionary.load(args.labeldict), POS.name: Dictionary.load(args.posdict)},
+                   target_streams)
 
-    def save(self, out: str, src: str, tgt: str) -> None:
-        """Into the shard, as ``fairseq-preprocess --srcdict`` saves a given dictionary."""
-        self.src.save(os.path.join(out, f"dict.{src}.txt"))
-        self.tgt.save(os.path.join(out, f"dict.{tgt}.txt"))
+    def save(self, out: str, src: str, tgt: str, text: bool = True) -> None:
+        """Into the folder, as ``fairseq-preprocess --srcdict`` saves a given dictionary (``text``: the text's too)."""
+        if text:
+            self.src.save(os.path.join(out, f"dict.{src}.txt"))
+            self.tgt.save(os.path.join(out, f"dict.{tgt}.txt"))
         for lang, dictionaries in ((src, self.source_streams), (tgt, self.target_streams or {})):
             for name, dictionary in dictionaries.items():
                 dictionary.save(dictionary_path(out, lang, STREAMS[name]))
@@ -136,6 +152,20 @@ class Counts:
         else:
             self.empty_targets += 1
 
+    def add_sentence(self, train: bool, src: str, tgt: str, pieces: Dict[str, List[str]],
+                     words: Dict[str, WordTree], trees: Dict[str, WordTree]) -> None:
+        """One written sentence: its words, pieces and tree shape per parsed language; train pairs' lengths."""
+        if train:
+            self.add_lengths(len(pieces[src]), len(pieces[tgt]))
+        for lang, prefix in ((src, ""), (tgt, "target_")):
+            if lang in words:
+                tree = words[lang]
+                self.numbers[prefix + "words"] += len(tree)
+                self.numbers[prefix + "subwords"] += len(trees[lang])
+                self.numbers[prefix + "non_projective"] += not tree.is_projective()
+                self.numbers[prefix + "multi_root"] += tree.num_roots > 1
+        self.numbers["sentences"] += 1
+
     def length_prior(self, src: str, tgt: str) -> LengthPrior:
         """As :meth:`LengthPrior.from_lengths` on the same pairs."""
         pairs = sum(self.lengths.values())
@@ -173,12 +203,17 @@ def _check_block(args, name: str, first: int, src_path: str, tgt_path: str, src_
     return keep
 
 
-def stream_split(args, name: str, src_path: str, tgt_path: str, start: int, stop: int, writer: SplitWriter,
-                 nlps: Dict[str, object], counts: Counts, codes: Optional[str]) -> List[int]:
-    """Lines ``[start, stop)`` of one split, block by block, into ``writer``; returns the skipped line numbers."""
+#: one sentence on its way into the data-bin: its input line number, and per language its BPE pieces,
+#: its word tree (parsed languages) and that tree projected onto the pieces
+Item = Tuple[int, Dict[str, List[str]], Dict[str, WordTree], Dict[str, WordTree]]
+
+
+def file_items(args, name: str, src_path: str, tgt_path: str, start: int, stop: int, nlps: Dict[str, object],
+               counts: Counts, codes: Optional[str], skipped: List[int]) -> Iterator[Item]:
+    """Lines ``[start, stop)`` of one split read, tokenized, segmented, parsed and projected block by block;
+    the line numbers of lines left out (``--max-len-action skip``) are appended to ``skipped``."""
     src, tgt = args.source_lang, args.target_lang
     paths = {src: src_path, tgt: tgt_path}
-    skipped: List[int] = []
     for first, src_lines, tgt_lines in _blocks(src_path, tgt_path, start, stop, args.block_lines, name):
         if len(tgt_lines) < len(src_lines):  # the counts were compared first: a file changed while we read
             raise InputError(tgt_path, first + len(tgt_lines), "ended early: the file changed during the run")
@@ -197,20 +232,67 @@ def stream_split(args, name: str, src_path: str, tgt_path: str, start: int, stop
                  for lang, nlp in nlps.items()}
         counts.numbers["parse_seconds"] += time.perf_counter() - start_parse
         for k, number in enumerate(numbers):
-            trees = {lang: _project(words[lang][k], pieces[lang][k], args.projection, paths[lang], number)
-                     for lang in words}
-            writer.add(number, {lang: pieces[lang][k] for lang in pieces}, trees)
-            if name == "train":
-                counts.add_lengths(len(pieces[src][k]), len(pieces[tgt][k]))
-            for lang, prefix in ((src, ""), (tgt, "target_")):
-                if lang in words:
-                    tree = words[lang][k]
-                    counts.numbers[prefix + "words"] += len(tree)
-                    counts.numbers[prefix + "subwords"] += len(trees[lang])
-                    counts.numbers[prefix + "non_projective"] += not tree.is_projective()
-                    counts.numbers[prefix + "multi_root"] += tree.num_roots > 1
-            counts.numbers["sentences"] += 1
-    return skipped
+            yield (number, {lang: pieces[lang][k] for lang in pieces}, {lang: words[lang][k] for lang in words},
+                   {lang: _project(words[lang][k], pieces[lang][k], args.projection, paths[lang], number)
+                    for lang in words})
+
+
+def write_split(args, out: str, name: str, items: Iterable[Item], dictionaries: Dictionaries, counts: Counts,
+                unknown: Counter) -> int:
+    """Every sentence of ``items`` into split ``name`` of the temporary folder ``out``: the text through
+    fairseq's binarizer, the side streams, the CoNLL-U; counted in ``counts``. Returns the sentences written.
+
+    The one writer of the pipeline: a whole-file run feeds it the sentences it learned its dictionaries on
+    (``cli.run``), a sharded run the blocks it streams (:func:`file_items`).
+    """
+    src, tgt = args.source_lang, args.target_lang
+    before = counts.numbers["sentences"]
+    writer = SplitWriter(out, name, src, tgt, dictionaries, args.pos_column)
+    for number, pieces, words, trees in items:
+        writer.add(number, pieces, trees)
+        counts.add_sentence(name == "train", src, tgt, pieces, words, trees)
+    for lang, missing in writer.close().items():
+        prefix = "" if lang == src else "target_"
+        unknown[prefix + "unknown_labels"] += missing[LABEL.name]
+        unknown[prefix + "unknown_pos"] += missing[POS.name]
+    return counts.numbers["sentences"] - before
+
+
+def closing_summary(counts: Counts, unknown: Counter, split_meta: Dict[str, Dict[str, object]], target: bool,
+            seconds: float) -> Dict[str, object]:
+    """The closing summary's numbers (``fairseq-syntax-preprocess`` prints them)."""
+    numbers = counts.numbers
+    parse_seconds = numbers.get("parse_seconds", 0.0)
+    result: Dict[str, object] = {
+        "sentences": numbers["sentences"], "words": numbers["words"], "subwords": numbers["subwords"],
+        "parse_seconds": round(parse_seconds, 2),
+        "parse_sentences_per_second": round(numbers["sentences"] / parse_seconds, 1) if parse_seconds > 0 else None,
+        "non_projective": numbers["non_projective"], "multi_root": numbers["multi_root"],
+        "skipped_too_long": sum(len(m["skipped_lines"]) for m in split_meta.values()),
+        "unknown_labels": unknown["unknown_labels"], "unknown_pos": unknown["unknown_pos"],
+    }
+    if target:
+        result.update({key: numbers[key] for key in ("target_words", "target_subwords", "target_non_projective",
+                                                     "target_multi_root")})
+        result.update({"target_unknown_labels": unknown["target_unknown_labels"],
+                       "target_unknown_pos": unknown["target_unknown_pos"]})
+    result["total_seconds"] = round(seconds, 2)
+    return result
+
+
+def write_length_prior(out: str, counts: Counts, src: str, tgt: str) -> None:
+    """Eriguchi et al. (2016)'s length prior of the train pairs written (:mod:`fairseq_syntax_core.length_prior`)."""
+    with open(length_prior_path(out, src, tgt), "w", encoding="utf-8") as handle:
+        handle.write(table_text(counts.length_prior(src, tgt)))
+
+
+def finish(out: str, destdir: str, metadata: Dict[str, object], overwrite: bool) -> None:
+    """Write ``syntax.json`` last, then rename the finished temporary folder into place."""
+    with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
+        json.dump(metadata, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    with signals_deferred():
+        move_into_place(out, destdir, overwrite)
 
 
 def _inputs(args, splits) -> List[Tuple[object, int, int, int]]:
@@ -247,15 +329,14 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
     inputs = _inputs(args, splits)
     if args.shard_id > 0 and len(inputs) < len(splits):
         logger.info(f"shard {args.shard_id}: valid and test splits go with shard 0 only")
-    dictionaries = Dictionaries(args)
+    dictionaries = Dictionaries.given(args)
     nlps = {src: nlp}
     if target_nlp is not None:
         nlps[tgt] = target_nlp
-    destdir = os.path.abspath(args.destdir)
     counts = Counts()
     split_meta: Dict[str, Dict[str, object]] = {}
     unknown: Counter = Counter()
-    with filling(destdir) as out:
+    with filling(os.path.abspath(args.destdir)) as out:
         dictionaries.save(out, src, tgt)
         codes = None
         if not args.no_bpe:
@@ -263,49 +344,25 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
             shutil.copyfile(args.bpe_codes, codes)
         shard_info = None
         for split, start, stop, total in inputs:
-            before = counts.numbers["sentences"]
-            writer = SplitWriter(out, split.name, src, tgt, dictionaries, args.pos_column)
-            skipped = stream_split(args, split.name, split.src_path, split.tgt_path, start, stop, writer, nlps,
-                                   counts, codes)
-            for lang, missing in writer.close().items():
-                prefix = "" if lang == src else "target_"
-                unknown[prefix + "unknown_labels"] += missing[LABEL.name]
-                unknown[prefix + "unknown_pos"] += missing[POS.name]
-            if counts.numbers["sentences"] == before:
+            skipped: List[int] = []
+            items = file_items(args, split.name, split.src_path, split.tgt_path, start, stop, nlps, counts, codes,
+                               skipped)
+            written = write_split(args, out, split.name, items, dictionaries, counts, unknown)
+            if written == 0:
                 raise InputError(split.src_path, None, f"every line of the {split.name} split"
                                  f"{' in this shard' if split.name == 'train' else ''} is longer than "
                                  f"--max-len {args.max_len}: nothing is left")
-            split_meta[split.name] = {"sentences": counts.numbers["sentences"] - before, "skipped_lines": skipped}
+            split_meta[split.name] = {"sentences": written, "skipped_lines": skipped}
             if split.name == "train":
                 shard_info = {"id": args.shard_id, "num_shards": args.num_shards, "train_lines": [start, stop],
                               "train_total_lines": total,
                               "train_files": [os.path.basename(split.src_path), os.path.basename(split.tgt_path)],
                               "train_sha256": content_sha256([split.src_path, split.tgt_path])}
-        with open(length_prior_path(out, src, tgt), "w", encoding="utf-8") as handle:
-            handle.write(table_text(counts.length_prior(src, tgt)))
+        write_length_prior(out, counts, src, tgt)
         metadata = build_metadata(args, parser_meta, target_meta, split_meta, {})
         metadata[SHARD_KEY] = shard_info
-        with open(os.path.join(out, METADATA_FILE), "w", encoding="utf-8") as handle:
-            json.dump(metadata, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        with signals_deferred():
-            move_into_place(out, destdir, args.overwrite)
-    numbers = counts.numbers
-    parse_seconds = numbers.pop("parse_seconds", 0.0)
-    summary: Dict[str, object] = {
-        "shard": f"{args.shard_id} of {args.num_shards} (train lines {shard_info['train_lines'][0] + 1}-"
-                 f"{shard_info['train_lines'][1]})",
-        "sentences": numbers["sentences"], "words": numbers["words"], "subwords": numbers["subwords"],
-        "parse_seconds": round(parse_seconds, 2),
-        "parse_sentences_per_second": round(numbers["sentences"] / parse_seconds, 1) if parse_seconds > 0 else None,
-        "non_projective": numbers["non_projective"], "multi_root": numbers["multi_root"],
-        "skipped_too_long": sum(len(m["skipped_lines"]) for m in split_meta.values()),
-        "unknown_labels": unknown["unknown_labels"], "unknown_pos": unknown["unknown_pos"],
-    }
-    if target_nlp is not None:
-        summary.update({key: numbers[key] for key in ("target_words", "target_subwords", "target_non_projective",
-                                                      "target_multi_root")})
-        summary.update({"target_unknown_labels": unknown["target_unknown_labels"],
-                        "target_unknown_pos": unknown["target_unknown_pos"]})
-    summary["total_seconds"] = round(time.perf_counter() - started, 2)
-    return summary
+        finish(out, os.path.abspath(args.destdir), metadata, args.overwrite)
+    result = {"shard": f"{args.shard_id} of {args.num_shards} (train lines {shard_info['train_lines'][0] + 1}-"
+                       f"{shard_info['train_lines'][1]})"}
+    result.update(closing_summary(counts, unknown, split_meta, target_nlp is not None, time.perf_counter() - started))
+    return result

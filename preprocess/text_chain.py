@@ -1,5 +1,5 @@
-"""The text's chain: BPE (learn, apply) and fairseq-preprocess's binarization, in a forked process that
-runs while the parent parses (``fairseq-syntax-preprocess``; :class:`TextChain`)."""
+"""The text's chain: BPE (learn, apply) and the text dictionaries (counted by fairseq-preprocess itself), in a
+forked process that runs while the parent parses (``fairseq-syntax-preprocess``; :class:`TextChain`)."""
 
 import json
 import logging
@@ -36,21 +36,21 @@ def _write_text(path: str, lines: List[List[str]]) -> None:
             handle.write(" ".join(tokens) + "\n")
 
 
-def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
-    """Binarize the BPE text with fairseq-preprocess itself."""
+def _text_dictionaries(args, work: str, out: str, splits: List[Split]) -> None:
+    """The text dictionaries, ``dict.SRC.txt`` and ``dict.TGT.txt``, of the BPE text: counted by
+    ``fairseq-preprocess --dict-only`` itself (its thresholds, ``--nwords*`` and ``--joined-dictionary``), or the
+    given ones saved as it saves them. The text is binarized with them by ``streaming.write_split``."""
     from fairseq import options
     from fairseq_cli import preprocess as fairseq_preprocess
 
     argv = [
         "--source-lang", args.source_lang, "--target-lang", args.target_lang,
-        "--destdir", out, "--workers", str(args.workers), "--dataset-impl", "mmap",
+        "--destdir", out, "--workers", str(args.workers), "--dataset-impl", "mmap", "--dict-only",
         "--thresholdsrc", str(args.thresholdsrc), "--thresholdtgt", str(args.thresholdtgt),
         "--nwordssrc", str(args.nwordssrc), "--nwordstgt", str(args.nwordstgt),
     ]
-    for name, flag in (("train", "--trainpref"), ("valid", "--validpref"), ("test", "--testpref")):
-        names = [s.name for s in splits if s.name.rstrip("0123456789") == name]
-        if names:
-            argv += [flag, ",".join(os.path.join(work, n) for n in names)]
+    if any(s.name == "train" for s in splits):
+        argv += ["--trainpref", os.path.join(work, "train")]
     if args.joined_dictionary:
         argv.append("--joined-dictionary")
     if args.srcdict:
@@ -72,11 +72,11 @@ def _binarize_text(args, work: str, out: str, splits: List[Split]) -> None:
 
 
 class TextChain:
-    """BPE (learn, apply) and fairseq binarization of the text, in a forked process.
+    """BPE (learn, apply) and the text dictionaries, in a forked process.
 
     The child inherits the tokenized splits (fork, no pickling), writes the BPE text to
-    ``work`` and fairseq's files to ``out``, and reports its stage times, or its error,
-    through a file.
+    ``work`` and the codes and text dictionaries to ``out``, and reports its stage times, or its
+    error, through a file.
     """
 
     def __init__(self, args, splits: List[Split], work: str, out: str) -> None:
@@ -87,7 +87,7 @@ class TextChain:
     def start(self) -> None:
         import multiprocessing
 
-        self.process = multiprocessing.get_context("fork").Process(target=self._main, name="bpe-binarize")
+        self.process = multiprocessing.get_context("fork").Process(target=self._main, name="bpe-dictionaries")
         self.process.start()
 
     def _main(self) -> None:
@@ -112,8 +112,8 @@ class TextChain:
                     pieces = tokens if args.no_bpe else bpe_stage.apply_codes(tokens, codes, args.workers)
                     _write_text(os.path.join(self.work, f"{split.name}.{lang}"), pieces)
             clock.lap("bpe_apply")
-            _binarize_text(args, self.work, self.out, self.splits)
-            clock.lap("binarize_text")
+            _text_dictionaries(args, self.work, self.out, self.splits)
+            clock.lap("text_dictionaries")
             result = {"seconds": clock.seconds}
         except BaseException as error:  # reported to the parent, which raises
             if isinstance(error, UserError):
@@ -127,16 +127,16 @@ class TextChain:
     def join(self) -> Dict[str, float]:
         self.process.join()
         if self.process.exitcode is not None and self.process.exitcode < 0:
-            raise StageError(f"the BPE/binarization process was killed by signal {-self.process.exitcode} "
+            raise StageError(f"the BPE/dictionary process was killed by signal {-self.process.exitcode} "
                              "(out of memory, or killed by hand)")
         if not os.path.exists(self.report):
-            raise StageError(f"the BPE/binarization process died (exit code {self.process.exitcode}; "
+            raise StageError(f"the BPE/dictionary process died (exit code {self.process.exitcode}; "
                              "killed for memory?)")
         result = read_json_file(self.report)  # this run's own file: damaged only by a full disk
         if "user_error" in result:
             raise StageError(result["user_error"])
         if "error" in result:
-            raise StageError(f"BPE/binarization failed: {result['error']}")
+            raise StageError(f"BPE/dictionary failed: {result['error']}")
         return result["seconds"]
 
     def stop(self) -> None:

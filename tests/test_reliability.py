@@ -230,7 +230,7 @@ def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, signum):
 def test_sigkill_children_die_and_next_run_removes_the_leftovers(tmp_path):
     process = _start_preprocess(tmp_path)
     children = _children(process.pid)
-    assert children, "the run should have forked its BPE/binarization process and parse workers"
+    assert children, "the run should have forked its BPE/dictionary process and parse workers"
     process.kill()
     process.communicate(timeout=60)
     assert _all_dead(children), "forked children outlived their killed parent"

@@ -515,3 +515,15 @@ def test_a_resume_from_a_checkpoint_whose_carried_run_record_was_edited_is_refus
     _rewrite(tmp_path / "ck" / "checkpoint_last.pt", lambda state: state["task_state"].update({key: value}))
     result = call([tool("fairseq-train"), *TINY, "--max-update", "2"], cwd=tmp_path, expect_ok=False)
     one_line_error(result, "fairseq-train", "ck/checkpoint_last.pt: its task_state's " + words)
+
+
+# ------------------------------------------------------------------ the thirty-third pass
+def test_a_compare_pair_without_a_common_seed_says_it_was_not_compared(tmp_path):
+    results = [fake_result("transformer", 1, HYPS), fake_result("transformer_rel", 2, HYPS[::-1])]
+    table = rs.make_table(rs.load_results([str(_folder(tmp_path, results))]), "transformer",
+                          [("transformer_rel", "transformer")])
+    assert "`transformer_rel` against `transformer`: not compared, no test set that both decoded" in table
+    results.append(fake_result("transformer", 2, HYPS))
+    table = rs.make_table(rs.load_results([str(_folder(tmp_path, results, "both"))]), "transformer",
+                          [("transformer_rel", "transformer")])
+    assert "not compared" not in table and "`transformer_rel` against `transformer` (same seeds)" in table

@@ -119,6 +119,36 @@ def test_two_shards_read_together_equal_the_unsharded_data_bin(made):
     assert [m["shard"]["train_lines"] for m in metas[1:]] == [[0, 120], [120, 240]]
 
 
+def test_a_whole_file_run_and_a_streamed_run_write_through_one_writer_byte_for_byte(made, tmp_path):
+    """The pipeline's one writer: a whole-file run (learning its codes and dictionaries) and a run streamed in blocks
+    with those dictionaries given write the same bytes, lines left out by --max-len included; the CoNLL-U names
+    each sentence by its input line."""
+    root, raw, _ = made
+    parser = spacy_model()
+    splits = ["--validpref", str(raw / "valid"), "--testpref", str(raw / "test"), "--max-len", "14",
+              "--max-len-action", "skip"]
+    whole = tmp_path / "whole"
+    summary = preprocess(common(raw, parser) + splits + ["--bpe-symbols", "800", "--destdir", str(whole)])
+    given = ["--srcdict", str(whole / "dict.en.txt"), "--tgtdict", str(whole / "dict.de.txt"),
+             "--bpe-codes", str(whole / "bpe.codes"), "--labeldict", str(whole / "dict.en.deplabel.txt"),
+             "--posdict", str(whole / "dict.en.pos.txt")]
+    streamed = tmp_path / "streamed"
+    preprocess(common(raw, parser) + splits + given + ["--num-shards", "1", "--shard-id", "0", "--block-lines", "7",
+                                                       "--destdir", str(streamed)])
+    names = sorted(os.listdir(whole))
+    assert names == sorted(os.listdir(streamed)) and len(names) > 20
+    for name in names:
+        if name != "syntax.json":
+            assert read(whole / name) == read(streamed / name), name
+    meta = json.loads(read(whole / "syntax.json"))
+    skipped = meta["splits"]["train"]["skipped_lines"]
+    assert summary["skipped_too_long"] > 0 and skipped
+    with open(raw / "train.en", encoding="utf-8") as handle:
+        kept = [i for i in range(1, sum(1 for _ in handle) + 1) if i not in set(skipped)]
+    conllu = read(whole / f"train.{SRC}-{TGT}.{SRC}.conllu").decode()
+    assert [int(line.rsplit("-", 1)[1]) for line in conllu.splitlines() if line.startswith("# sent_id")] == kept
+
+
 def test_each_shard_holds_the_length_prior_of_its_own_train_lines(made):
     """The decision documented in docs/scale_out.md: a shard's table counts its own lines; the tables add up."""
     from fairseq_syntax_core.length_prior import read_length_prior
