@@ -16,6 +16,10 @@
 * **Which run a checkpoint belongs to.** A run draws an identifier when it starts and every resume keeps it
   (``run_id`` in the task state, through :data:`RUN_ID_ENV`): ``report record`` refuses a
   ``checkpoint_best.pt`` of another run left in the same folder.
+* **Resumed from another checkpoint.** ``--restore-file`` naming anything but the run's own
+  ``checkpoint_last.pt`` (another folder's, an earlier one, ``--continue-once``) is carried
+  (``restored_from``), and ``report record`` refuses such a run; naming its own by a path is a run
+  started again, finished at ``--max-update`` or ``--patience`` like one started by default.
 """
 
 import ast
@@ -26,7 +30,7 @@ import uuid
 from typing import Any, List, Optional, Tuple
 
 from fairseq_syntax_core.decoding_record import (  # noqa: F401
-    EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RUN_ID_KEY, STALLED_KEY, carried,
+    EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RESTORED_KEY, RUN_ID_KEY, STALLED_KEY, carried,
     carried_problem,
     epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
@@ -40,6 +44,7 @@ EPOCH_RESTARTS_ENV = "FAIRSEQ_SYNTAX_EPOCH_RESTARTS"
 METER_RESETS_ENV = "FAIRSEQ_SYNTAX_METER_RESETS"
 RUN_ID_ENV = "FAIRSEQ_SYNTAX_RUN_ID"
 FINETUNED_ENV = "FAIRSEQ_SYNTAX_FINETUNED_FROM"
+RESTORED_ENV = "FAIRSEQ_SYNTAX_RESTORED_FROM"
 
 #: the settings that decide how an epoch is cut into batches: (section, key, flag)
 BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
@@ -75,12 +80,12 @@ def resumed_checkpoint(cfg: Any) -> Optional[str]:
 
 def resume_error(cfg: Any) -> Optional[str]:
     """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
-    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV):
+    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV, RESTORED_ENV):
         os.environ.pop(name, None)
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader", "meters")]
-    own = getattr(checkpoint, "restore_file", "checkpoint_last.pt") == "checkpoint_last.pt"  # a run started again
+    own = path is not None and _own_last(checkpoint, path)  # a run started again, however --restore-file names it
     if path is None:
         os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
         start = getattr(checkpoint, "finetune_from_model", None)
@@ -113,6 +118,9 @@ def resume_error(cfg: Any) -> Optional[str]:
         os.environ[RUN_ID_ENV] = stored_run_id(state)
     if isinstance(carried(state, FINETUNED_KEY), str):
         os.environ[FINETUNED_ENV] = carried(state, FINETUNED_KEY)
+    restored = carried(state, RESTORED_KEY)
+    if isinstance(restored, str) or not own:  # the first checkpoint it was resumed from other than its own last
+        os.environ[RESTORED_ENV] = restored if isinstance(restored, str) else os.path.normpath(path)
     _carry(METER_RESETS_ENV, meter_resets(state), resets[2], updates,
            f"--reset-meters: {shown}; fairseq forgets the best validation value, so the next validation replaces "
            "checkpoint_best.pt even if worse")
@@ -141,6 +149,16 @@ def resume_error(cfg: Any) -> Optional[str]:
             f"{flag} {one_line(str(stored))[:40]}; this run batches with {flag} {one_line(str(given))[:40]}, and "
             f"fairseq would skip its first {done} batches, not those trained: resume {resume} (or "
             "--reset-dataloader: fairseq starts again at epoch 1)")
+
+
+def _own_last(checkpoint: Any, path: str) -> bool:
+    """Whether ``path`` is the run's own ``checkpoint_last.pt`` in ``--save-dir`` (``--checkpoint-suffix``)."""
+    suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    last = os.path.join(str(getattr(checkpoint, "save_dir", "checkpoints")), f"checkpoint_last{suffix}.pt")
+    try:
+        return os.path.samefile(path, last)
+    except (OSError, ValueError):
+        return False
 
 
 def _carry(env: str, counts: List[int], reset: bool, updates: Any, warning: str) -> None:
@@ -320,6 +338,11 @@ def current_restarts(name: str = RESTARTS_ENV) -> List[int]:
     except ValueError:
         return []
     return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []
+
+
+def current_restored() -> Optional[str]:
+    """The checkpoint other than its own last that this run was resumed from (carried), or None."""
+    return os.environ.get(RESTORED_ENV) or None
 
 
 def current_finetuned() -> Optional[str]:

@@ -44,7 +44,7 @@ from .result_format import (  # noqa: F401
 )
 from .table import compare_seeds, make_table  # noqa: F401
 from .evaluation_file import read_evaluation, same_reference  # noqa: F401 (the report reads them here)
-from .run_checks import one_run_problem, run_id_problem
+from .run_checks import best_value_problem, logged_best_problem, one_run_problem, run_id_problem, run_patience
 from .train_log import logged_run, training_seconds, valid_metrics
 
 
@@ -83,6 +83,8 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
         facts[f"{which}_identity"] = run_identity(state)
         facts[f"{which}_training_data"] = training_data(state)
         facts[f"{which}_run_id"] = stored_run_id(state)
+        if which == "last":  # what the run carries of --patience, and the best validation value of the whole run
+            facts.update(run_patience(state))
         if which == "best":
             best = extra.get("best", extra.get("val_loss"))
             if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))
@@ -100,7 +102,8 @@ def checkpoint_facts(save_dir: str, suffix: str = "") -> Dict:
             metric = checkpointing.get("best_checkpoint_metric", "loss")
             facts["best_checkpoint_metric"] = (metric if isinstance(metric, str)
                                                and re.fullmatch(r"[A-Za-z0-9_]{1,64}", metric) else "loss")
-    problem = run_id_problem(states["best"], states["last"]) or same_run_problem(facts)
+    problem = run_id_problem(states["best"], states["last"]) or same_run_problem(facts) or \
+        best_value_problem(states["best"], states["last"])
     if problem is not None:
         raise InputError(os.path.join(save_dir, f"checkpoint_best{suffix}.pt"), None, problem)
     return facts
@@ -208,7 +211,9 @@ def how_stopped(facts: Dict, max_update: int, patience: Optional[int]) -> str:
     ``stopped before the cap``: an interrupted run reads so in the table, never as early-stopped."""
     if facts["last_updates"] >= max_update:
         return f"capped at {max_update} updates"
-    if patience is not None and patience > 0 and facts["last_epoch"] - facts["best_epoch"] >= patience:
+    stalled = facts.get("stalled")  # fairseq's own count, carried by the checkpoint
+    if patience is not None and patience > 0 and (stalled >= patience if type(stalled) is int else
+                                                  facts["last_epoch"] - facts["best_epoch"] >= patience):
         return "early-stopped"
     return "stopped before the cap"
 
@@ -378,6 +383,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                                  f"evaluates the system {quoted(system, 60)}, not --model {quoted(args.model, 60)} "
                                  f"seed {args.seed} (fairseq-syntax-evaluate -b {one_line(args.model)}.seed{args.seed}"
                                  "=FILE names it so): the evaluation of another run?")
+        stored = facts.get("patience")  # the run's own --patience: the one given must be it
+        if args.patience is not None and isinstance(stored, int) and args.patience != stored:
+            raise InputError(checkpoints[0], None, f"was trained with --patience {stored}, not the --patience "
+                             f"{args.patience} given: the label early-stopped is fairseq's count under the run's own")
+        if args.patience is None and isinstance(stored, int) and stored > 0:
+            args.patience = stored
         if args.train_log:
             logged = logged_run(args.train_log)
             differ = _differing(logged, facts["last_identity"], ("arch", "seed", "save_dir"))
@@ -394,6 +405,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 raise InputError(eval_paths[test], None, f"cannot be recorded: {problem}")
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
             result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
+            problem = logged_best_problem(result["best_valid"], facts)
+            if problem is not None:
+                raise InputError(args.train_log, None, problem)
             train_seconds = training_seconds(args.train_log)  # every invocation of a resumed run
             if train_seconds is not None:
                 result["train_seconds"] = round(train_seconds, 1)

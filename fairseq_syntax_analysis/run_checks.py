@@ -10,11 +10,11 @@ one are compared by what their settings record, :data:`SAME_RUN_KEYS`).
 from typing import Dict, Optional
 
 from fairseq_syntax_core.decoding_record import (
-    FINETUNED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
+    FINETUNED_KEY, RESTORED_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import quoted
 
-__all__ = ["one_run_problem", "run_id_problem"]
+__all__ = ["best_value_problem", "logged_best_problem", "one_run_problem", "run_id_problem", "run_patience"]
 
 
 def one_run_problem(state: Dict) -> Optional[str]:
@@ -29,6 +29,11 @@ def one_run_problem(state: Dict) -> Optional[str]:
         return (f"records --finetune-from-model {quoted(start, 80)}: its run started from "
                 "those weights (fairseq reads them on a first launch), so it is not one run from scratch under "
                 "--max-update")
+    restored = carried(state, RESTORED_KEY)
+    if restored:
+        return (f"was resumed from {quoted(restored, 80)} (--restore-file or --continue-once), not from its own "
+                "checkpoint_last.pt: the updates before came from that checkpoint's training, so it is not one run "
+                "from scratch in this folder (record the run where it started, resuming it there)")
     history = state.get("optimizer_history") or [{}]
     counts = [h.get("num_updates") for h in history if isinstance(h, dict) and isinstance(h.get("num_updates"), int)]
     restarted = update_restarts(state) or [counts[i - 1] for i in range(1, len(counts)) if counts[i] < counts[i - 1]]
@@ -58,3 +63,42 @@ def run_id_problem(best: Dict, last: Dict) -> Optional[str]:
                 "the folder (or edited)")
     return (f"is of run {ids[0][:12]}, checkpoint_last.pt of run {ids[1][:12]}: the best checkpoint of another run "
             "left in the folder")
+
+
+def _number(value: object) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def best_value_problem(best: Dict, last: Dict) -> Optional[str]:
+    """Why checkpoint ``best`` is not the best of the run whose last checkpoint is ``last``: it was saved with
+    another validation value than the best ``last`` records (an earlier best copied in), or None."""
+    saved = _number((best.get("extra_state") or {}).get("val_loss"))
+    run_best = _number((last.get("extra_state") or {}).get("best"))
+    if saved is None or run_best is None or saved == run_best:
+        return None
+    return (f"was saved with the validation value {saved:g}, but checkpoint_last.pt records the run's best as "
+            f"{run_best:g}: not the run's best checkpoint (an earlier one copied in?)")
+
+
+def run_patience(last: Dict) -> Dict[str, object]:
+    """``patience``: the ``--patience`` the run of checkpoint ``last`` was trained with; ``stalled``: fairseq's count
+    of validations without improvement when it saved (absent where the checkpoint does not record them)."""
+    cfg = last.get("cfg") if isinstance(last.get("cfg"), dict) else {}
+    checkpoint = cfg.get("checkpoint") if isinstance(cfg.get("checkpoint"), dict) else {}
+    facts: Dict[str, object] = {}
+    if type(checkpoint.get("patience")) is int:
+        facts["patience"] = checkpoint["patience"]
+    if type(carried(last, STALLED_KEY)) is int:
+        facts["stalled"] = carried(last, STALLED_KEY)
+    return facts
+
+
+def logged_best_problem(logged: Dict, facts: Dict) -> Optional[str]:
+    """Why the validation a train log records at the best checkpoint's update is not the best checkpoint's (a log of
+    another run in the same folder), or None. fairseq logs three decimals."""
+    metric = facts.get("best_checkpoint_metric", "loss")
+    value, best = _number(logged.get(metric)), _number(facts.get("best_valid_loss"))
+    if value is None or best is None or abs(value - best) <= 0.0005 + 1e-9:
+        return None
+    return (f"logs {metric} {value:g} at update {facts.get('best_updates')}, but checkpoint_best.pt was saved with "
+            f"{best:g}: the log of another run (in the same folder?)")

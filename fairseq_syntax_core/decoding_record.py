@@ -91,6 +91,9 @@ METER_RESETS_KEY = "meter_resets"
 FINETUNED_KEY = "finetuned_from"
 #: the task-state key of fairseq's count of validations without improvement (--patience) when it saved
 STALLED_KEY = "validations_without_improvement"
+#: the task-state key of the checkpoint a run was resumed from that is not its own checkpoint_last.pt
+#: (--restore-file of another folder's or an earlier checkpoint, --continue-once)
+RESTORED_KEY = "restored_from"
 
 
 def _task_state(state: Dict) -> Dict:
@@ -119,8 +122,9 @@ def carried_problem(state: Dict) -> Optional[str]:
             return f"{key} is not a list of update counts"
     if RUN_ID_KEY in task_state and stored_run_id(state) is None:
         return f"{RUN_ID_KEY} is not 32 lower-case hexadecimal digits"
-    if task_state.get(FINETUNED_KEY) is not None and not isinstance(task_state[FINETUNED_KEY], str):
-        return f"{FINETUNED_KEY} is not a path"
+    for key in (FINETUNED_KEY, RESTORED_KEY):
+        if task_state.get(key) is not None and not isinstance(task_state[key], str):
+            return f"{key} is not a path"
     stalled = task_state.get(STALLED_KEY)
     if stalled is not None and not (type(stalled) is int and stalled >= 0):
         return f"{STALLED_KEY} is not a count"

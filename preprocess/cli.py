@@ -408,6 +408,11 @@ def cli_main(argv: Optional[List[str]] = None) -> None:
     if pieces and (summary.get("unknown_labels") or 0) > 0.1 * pieces:  # dictionaries of another parser's labels
         logger.warning(f"{summary['unknown_labels']} of {pieces} pieces got the label <unk>: the label dictionary "
                        "(--labeldict, --dictdir) was made from another parser's labels?")
+    for side, flag in (("source", "--srcdict"), ("target", "--tgtdict")):  # fairseq-preprocess says it too
+        tokens, missing = summary.get(f"{side}_tokens") or 0, summary.get(f"unknown_{side}_tokens") or 0
+        if tokens and missing > 0.1 * tokens:
+            logger.warning(f"{missing} of {tokens} {side} tokens are <unk> in the text dictionary ({flag}, "
+                           "--dictdir, --nwords*, --threshold*): the dictionary of another corpus or language?")
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         print(f"  {key.ljust(width)}  {value}")

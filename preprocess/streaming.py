@@ -247,14 +247,24 @@ def write_split(args, out: str, name: str, items: Iterable[Item], dictionaries: 
     """
     src, tgt = args.source_lang, args.target_lang
     before = counts.numbers["sentences"]
-    writer = SplitWriter(out, name, src, tgt, dictionaries, args.pos_column)
-    for number, pieces, words, trees in items:
-        writer.add(number, pieces, trees)
-        counts.add_sentence(name == "train", src, tgt, pieces, words, trees)
-    for lang, missing in writer.close().items():
+    try:
+        writer = SplitWriter(out, name, src, tgt, dictionaries, args.pos_column)
+        for number, pieces, words, trees in items:
+            writer.add(number, pieces, trees)
+            counts.add_sentence(name == "train", src, tgt, pieces, words, trees)
+        missing = writer.close()
+    except OSError as error:  # written through open files: a full disk or ulimit -f names none
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror, os.path.join(out, f"{name}.{src}-{tgt}.*")) from None
+    for lang, side in ((src, "source"), (tgt, "target")):
+        text = writer.text[lang][3]
+        counts.numbers[f"{side}_tokens"] += text.num_tok
+        unknown[f"unknown_{side}_tokens"] += text.num_replaced
+    for lang, stream_missing in missing.items():
         prefix = "" if lang == src else "target_"
-        unknown[prefix + "unknown_labels"] += missing[LABEL.name]
-        unknown[prefix + "unknown_pos"] += missing[POS.name]
+        unknown[prefix + "unknown_labels"] += stream_missing[LABEL.name]
+        unknown[prefix + "unknown_pos"] += stream_missing[POS.name]
     return counts.numbers["sentences"] - before
 
 
@@ -270,6 +280,8 @@ def closing_summary(counts: Counts, unknown: Counter, split_meta: Dict[str, Dict
         "non_projective": numbers["non_projective"], "multi_root": numbers["multi_root"],
         "skipped_too_long": sum(len(m["skipped_lines"]) for m in split_meta.values()),
         "unknown_labels": unknown["unknown_labels"], "unknown_pos": unknown["unknown_pos"],
+        "unknown_source_tokens": unknown["unknown_source_tokens"], "source_tokens": numbers["source_tokens"],
+        "unknown_target_tokens": unknown["unknown_target_tokens"], "target_tokens": numbers["target_tokens"],
     }
     if target:
         result.update({key: numbers[key] for key in ("target_words", "target_subwords", "target_non_projective",
@@ -343,6 +355,8 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
             codes = os.path.join(out, CODES_FILE)
             shutil.copyfile(args.bpe_codes, codes)
         shard_info = None
+        train = next((split for split, _, _, _ in inputs if split.name == "train"), None)
+        digest = content_sha256([train.src_path, train.tgt_path]) if train else None  # before it is read
         for split, start, stop, total in inputs:
             skipped: List[int] = []
             items = file_items(args, split.name, split.src_path, split.tgt_path, start, stop, nlps, counts, codes,
@@ -357,7 +371,10 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
                 shard_info = {"id": args.shard_id, "num_shards": args.num_shards, "train_lines": [start, stop],
                               "train_total_lines": total,
                               "train_files": [os.path.basename(split.src_path), os.path.basename(split.tgt_path)],
-                              "train_sha256": content_sha256([split.src_path, split.tgt_path])}
+                              "train_sha256": digest}
+        if train is not None and content_sha256([train.src_path, train.tgt_path]) != digest:
+            raise InputError(train.src_path, None, f"{train.src_path} or {train.tgt_path} changed while the shard "
+                             "was read: its lines and its recorded digest would disagree; run it again")
         write_length_prior(out, counts, src, tgt)
         metadata = build_metadata(args, parser_meta, target_meta, split_meta, {})
         metadata[SHARD_KEY] = shard_info

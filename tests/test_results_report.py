@@ -432,7 +432,8 @@ def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
     assert "checkpoint_best.pt: belongs to another run than checkpoint_last.pt" in capsys.readouterr().err
 
 
-def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_seed=1, max_update="60"):
+def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_seed=1, max_update="60",
+                logged_loss="1.228", extra=(), edit_last=None):
     """record on the 0.2.0 fixture's checkpoint as one run's checkpoint_last/best, checkpoint_best's settings
     edited by ``edit_best``, an evaluation of the system ``name`` and a training log of seed ``log_seed``."""
     import os
@@ -449,10 +450,11 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
     ckpt.mkdir(exist_ok=True)
     for which in ("last", "best"):
         shutil.copy(os.path.join(release, "transformer_dep_rel.pt"), ckpt / f"checkpoint_{which}.pt")
-    if edit_best is not None:
-        state = load_fairseq_checkpoint(str(ckpt / "checkpoint_best.pt"))
-        edit_best(state)
-        torch.save(state, ckpt / "checkpoint_best.pt")
+    for which, edit in (("best", edit_best), ("last", edit_last)):
+        if edit is not None:
+            state = load_fairseq_checkpoint(str(ckpt / f"checkpoint_{which}.pt"))
+            edit(state)
+            torch.save(state, ckpt / f"checkpoint_{which}.pt")
     ev = _evaluation(tmp_path / "ev.json")
     text = (tmp_path / "ev.json").read_text(encoding="utf-8").replace('"m"', json.dumps(name))
     (tmp_path / "ev.json").write_text(text, encoding="utf-8")
@@ -461,10 +463,10 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
     log.write_text(f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'seed': {log_seed}}}, "
                    f"'model': Namespace(_name='transformer_dep_rel', arch='transformer_dep_rel', seed={log_seed}), "
                    f"'checkpoint': {{'save_dir': '{save_dir}'}}}}\n2026-01-01 10:00:01 | INFO | valid | valid on 'valid' "
-                   "subset | loss 4.1 | nll_loss 3.2 | num_updates 60\n", encoding="utf-8")
+                   f"subset | loss {logged_loss} | nll_loss 3.2 | num_updates 60\n", encoding="utf-8")
     return rs.cli_main(["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", max_update,
                         "--save-dir", str(ckpt), "--eval", f"t={ev}", "--train-log", str(log),
-                        "--out", str(tmp_path / "r.json"), "--commit", "x"])
+                        "--out", str(tmp_path / "r.json"), "--commit", "x", *extra])
 
 
 def _other_save_dir(state):
@@ -570,3 +572,16 @@ def test_the_seeds_of_a_row_must_be_one_system(tmp_path, capsys, key, value):
     err = capsys.readouterr().err
     assert f"transformer.seed2.json: is 'transformer' seed 2 with {key} " in err and "transformer.seed1.json" in err \
         and "the seeds of a row must be one system" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_record_refuses_a_train_log_of_another_run_and_a_patience_not_the_runs(tmp_path, capsys):
+    assert _record_run(tmp_path, logged_loss="4.1") == 1
+    assert "train.log: logs loss 4.1 at update 60, but checkpoint_best.pt was saved with 1.228: the log of another " \
+        "run" in capsys.readouterr().err
+
+    def patience(state):
+        state["cfg"]["checkpoint"]["patience"] = 5
+
+    assert _record_run(tmp_path, extra=("--patience", "1"), edit_last=patience) == 1
+    assert "checkpoint_last.pt: was trained with --patience 5, not the --patience 1 given" in capsys.readouterr().err
+    assert _record_run(tmp_path, extra=("--patience", "5"), edit_last=patience) == 0

@@ -527,3 +527,74 @@ def test_a_compare_pair_without_a_common_seed_says_it_was_not_compared(tmp_path)
     table = rs.make_table(rs.load_results([str(_folder(tmp_path, results, "both"))]), "transformer",
                           [("transformer_rel", "transformer")])
     assert "not compared" not in table and "`transformer_rel` against `transformer` (same seeds)" in table
+
+
+def test_a_finished_run_named_by_the_path_of_its_own_last_checkpoint_is_finished_too(tmp_path):
+    """--restore-file ck/checkpoint_last.pt is what fairseq resumes by default: the same run started again."""
+    from .conftest import call, tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2")
+    last = tmp_path / "ck" / "checkpoint_last.pt"
+    before = last.read_bytes()
+    for named in ("ck/checkpoint_last.pt", str(last), "ck/../ck/checkpoint_last.pt"):
+        again = call([tool("fairseq-train"), *TINY, "--max-update", "2", "--restore-file", named], cwd=tmp_path)
+        assert "--max-update 2: the run is finished, nothing is trained" in again.stderr, (named, again.stderr[-2000:])
+        assert last.read_bytes() == before
+
+
+def test_a_run_resumed_from_a_checkpoint_not_its_own_last_is_carried_and_not_recorded_as_one(tmp_path):
+    """Its first updates were trained in another folder (under that run's settings, another seed perhaps)."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    shutil.move(str(tmp_path / "ck"), str(tmp_path / "other"))
+    _train(tmp_path, "--max-update", "2", "--restore-file", "other/checkpoint_last.pt")
+    _train(tmp_path, "--max-update", "3")  # its later resumes carry it
+    with pytest.raises(Refused, match=r"was resumed from 'other/checkpoint_last.pt' \(--restore-file or "
+                                      r"--continue-once\), not from its own checkpoint_last.pt"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_a_best_checkpoint_of_an_earlier_best_is_not_the_runs_best(tmp_path):
+    """An epoch checkpoint copied over checkpoint_best.pt was the best when saved: checkpoint_last.pt knows better."""
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2")
+    _rewrite(tmp_path / "ck" / "checkpoint_best.pt", lambda state: state["extra_state"].update(
+        val_loss=state["extra_state"]["best"] + 1.0, best=state["extra_state"]["best"] + 1.0))
+    with pytest.raises(Refused, match=r"checkpoint_last.pt records the run's best as .*an earlier one copied in"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_early_stopping_is_fairseqs_count_under_the_runs_own_patience():
+    from fairseq_syntax_analysis.run_checks import logged_best_problem, run_patience
+
+    facts = {"last_updates": 50, "last_epoch": 9, "best_epoch": 3}
+    assert rs.how_stopped(facts, 100, 5) == "early-stopped"  # nothing carried: the epochs since the best
+    assert rs.how_stopped(dict(facts, stalled=1), 100, 5) == "stopped before the cap"  # fairseq counted 1
+    assert rs.how_stopped(dict(facts, best_epoch=8, stalled=5), 100, 5) == "early-stopped"
+    last = {"cfg": {"checkpoint": {"patience": 5}}, "task_state": {"validations_without_improvement": 1}}
+    assert run_patience(last) == {"patience": 5, "stalled": 1}
+    best = {"best_valid_loss": 3.424, "best_updates": 60, "best_checkpoint_metric": "loss"}
+    assert logged_best_problem({"loss": 3.424}, best) is None
+    assert "logs loss 5.443 at update 60, but checkpoint_best.pt was saved with 3.424" in \
+        logged_best_problem({"loss": 5.443}, best)
+
+
+def test_a_full_disk_while_the_writer_writes_names_the_file_by_its_place_in_destdir(tmp_path):
+    """The one writer writes through open files (fairseq's builders, the CoNLL-U): their errors carry no name."""
+    from .conftest import spacy_model, tool
+    from .helpers import one_line_error
+
+    sample = os.path.join(ROOT, "examples", "sample")
+    argv = [tool("fairseq-syntax-preprocess"), "-s", "en", "-t", "de", "--trainpref", os.path.join(sample, "train"),
+            "--destdir", "bin", "--parser", spacy_model(), "--bpe-symbols", "300", "--workers", "1"]
+    line = one_line_error(_limited(argv, tmp_path, 60000), "fairseq-syntax-preprocess", "bin/train.en-de.",
+                          "nothing was written to")
+    assert "ulimit -f" in line
+    assert not os.listdir(tmp_path)

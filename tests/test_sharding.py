@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from fairseq_syntax_core.errors import DataBinError, UsageError
+from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 
 from .conftest import CLI_TINY, call, multi30k_slice, spacy_model, syntax_task, tool, write
 
@@ -531,3 +531,46 @@ def test_a_cluster_submission_that_fails_leaves_no_folder_it_made(made, tmp_path
         cluster.main(["--num-shards", "2", "--destdir", str(destdir), "--engine", "slurm", *common(raw, spacy_model()),
                       "--dictdir", str(root / "dicts"), "--joined-dictionary"])
     assert not destdir.exists()
+
+
+def test_a_train_file_changed_while_a_shard_reads_it_is_refused_not_recorded(made, tmp_path, monkeypatch):
+    """The shard's recorded digest is of the bytes it read: taken before, compared after."""
+    from fairseq_syntax_preprocess import streaming
+
+    root, raw, _ = made
+    copy = tmp_path / "raw"
+    shutil.copytree(raw, copy)
+    write_split = streaming.write_split
+
+    def then_edited(args, out, name, *rest):
+        written = write_split(args, out, name, *rest)
+        if name == "train":
+            with open(copy / "train.en", "a", encoding="utf-8") as handle:
+                handle.write("A line added while the shard was written .\n")
+        return written
+
+    monkeypatch.setattr(streaming, "write_split", then_edited)
+    with pytest.raises(InputError, match=r"changed while the shard was read"):
+        preprocess(common(copy, spacy_model()) + ["--dictdir", str(root / "dicts"), "--joined-dictionary",
+                                                  "--num-shards", "2", "--shard-id", "1",
+                                                  "--destdir", str(tmp_path / "shard")])
+    assert not (tmp_path / "shard").exists()
+
+
+def test_text_tokens_missing_from_a_given_dictionary_are_counted_and_warned_about(made, tmp_path, caplog):
+    from fairseq_syntax_preprocess.cli import cli_main
+
+    root, raw, _ = made
+    (tmp_path / "dict.en.txt").write_text("the 10\na 9\n.@@ 1\n", encoding="utf-8")  # another corpus's words
+    given = root / "dicts"
+    argv = common(raw, spacy_model()) + [
+        "--srcdict", str(tmp_path / "dict.en.txt"), "--tgtdict", str(given / "dict.de.txt"), "--bpe-codes",
+        str(given / "bpe.codes"), "--labeldict", str(given / "dict.en.deplabel.txt"), "--posdict",
+        str(given / "dict.en.pos.txt"), "--num-shards", "2", "--shard-id", "1"]
+    summary = preprocess(argv + ["--destdir", str(tmp_path / "a")])
+    assert summary["unknown_source_tokens"] > 0.5 * summary["source_tokens"] > 0
+    assert summary["unknown_target_tokens"] < 0.1 * summary["target_tokens"]
+    caplog.set_level("WARNING")
+    cli_main(argv + ["--destdir", str(tmp_path / "b")])
+    assert "source tokens are <unk> in the text dictionary (--srcdict" in caplog.text
+    assert "target tokens are <unk>" not in caplog.text

@@ -51,6 +51,8 @@ class DataIdentity:
             state[resume_settings.METER_RESETS_KEY] = forgotten
         if resume_settings.current_finetuned() is not None:  # started from other weights: not a run from scratch
             state[resume_settings.FINETUNED_KEY] = resume_settings.current_finetuned()
+        if resume_settings.current_restored() is not None:  # resumed from a checkpoint not its own last
+            state[resume_settings.RESTORED_KEY] = resume_settings.current_restored()
         stalled = resume_settings.current_stalled()
         if stalled is not None:  # fairseq's --patience count, given back to it on resume
             state[resume_settings.STALLED_KEY] = stalled
@@ -61,7 +63,8 @@ class DataIdentity:
         state_dict = dict(state_dict)
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
         for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY,
-                    resume_settings.METER_RESETS_KEY, resume_settings.FINETUNED_KEY, resume_settings.STALLED_KEY):
+                    resume_settings.METER_RESETS_KEY, resume_settings.FINETUNED_KEY, resume_settings.STALLED_KEY,
+                    resume_settings.RESTORED_KEY):
             state_dict.pop(key, None)
         super().load_state_dict(state_dict)
 
