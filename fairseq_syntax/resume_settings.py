@@ -30,7 +30,8 @@ import uuid
 from typing import Any, List, Optional, Tuple
 
 from fairseq_syntax_core.decoding_record import (  # noqa: F401
-    EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RESTORED_KEY, RUN_ID_KEY, STALLED_KEY, carried,
+    EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RESTORED_KEY, RUN_ID_KEY, SEEDS_KEY, STALLED_KEY,
+    carried,
     carried_problem,
     epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
@@ -45,6 +46,7 @@ METER_RESETS_ENV = "FAIRSEQ_SYNTAX_METER_RESETS"
 RUN_ID_ENV = "FAIRSEQ_SYNTAX_RUN_ID"
 FINETUNED_ENV = "FAIRSEQ_SYNTAX_FINETUNED_FROM"
 RESTORED_ENV = "FAIRSEQ_SYNTAX_RESTORED_FROM"
+SEEDS_ENV = "FAIRSEQ_SYNTAX_SEEDS"
 
 #: the settings that decide how an epoch is cut into batches: (section, key, flag)
 BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
@@ -80,14 +82,18 @@ def resumed_checkpoint(cfg: Any) -> Optional[str]:
 
 def resume_error(cfg: Any) -> Optional[str]:
     """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
-    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV, RESTORED_ENV):
+    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV, RESTORED_ENV,
+                 SEEDS_ENV):
         os.environ.pop(name, None)
+    seed = getattr(getattr(cfg, "common", None), "seed", None)
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader", "meters")]
     own = path is not None and _own_last(checkpoint, path)  # a run started again, however --restore-file names it
     if path is None:
         os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
+        if type(seed) is int:
+            os.environ[SEEDS_ENV] = json.dumps([seed])
         start = getattr(checkpoint, "finetune_from_model", None)
         if start:  # fairseq reads those weights on this first launch only; later resumes forget the flag
             os.environ[FINETUNED_ENV] = os.path.normpath(str(start))
@@ -118,6 +124,7 @@ def resume_error(cfg: Any) -> Optional[str]:
         os.environ[RUN_ID_ENV] = stored_run_id(state)
     if isinstance(carried(state, FINETUNED_KEY), str):
         os.environ[FINETUNED_ENV] = carried(state, FINETUNED_KEY)
+    _carry_seeds(state, seed, path)
     restored = carried(state, RESTORED_KEY)
     if isinstance(restored, str) or not own:  # the first checkpoint it was resumed from other than its own last
         os.environ[RESTORED_ENV] = restored if isinstance(restored, str) else os.path.normpath(path)
@@ -151,12 +158,29 @@ def resume_error(cfg: Any) -> Optional[str]:
             "--reset-dataloader: fairseq starts again at epoch 1)")
 
 
+def _carry_seeds(state: dict, seed: Any, path: str) -> None:
+    """The seeds the run trained under, carried: fairseq takes this resume's --seed at an epoch's start."""
+    seeds = carried(state, SEEDS_KEY)
+    if not isinstance(seeds, list) or not seeds:
+        stored = (state.get("cfg") or {}).get("common") if isinstance(state.get("cfg"), dict) else None
+        first = stored.get("seed") if isinstance(stored, dict) else None
+        seeds = [first] if type(first) is int else []
+    if type(seed) is int and seeds and seed != seeds[-1]:
+        logger.warning(f"--seed {seed}: {one_line(path)[:120]} was trained with --seed {seeds[-1]}; this run goes on "
+                       "with another seed, and fairseq-syntax-report record will not take it as one run")
+    if type(seed) is int and (not seeds or seed != seeds[-1]):
+        seeds = seeds + [seed]
+    if seeds:
+        os.environ[SEEDS_ENV] = json.dumps(seeds)
+
+
 def _own_last(checkpoint: Any, path: str) -> bool:
     """Whether ``path`` is the run's own ``checkpoint_last.pt`` in ``--save-dir`` (``--checkpoint-suffix``)."""
     suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
     last = os.path.join(str(getattr(checkpoint, "save_dir", "checkpoints")), f"checkpoint_last{suffix}.pt")
-    try:
-        return os.path.samefile(path, last)
+    try:  # a checkpoint_last.pt that links out of --save-dir is another folder's
+        return os.path.samefile(path, last) and os.path.samefile(os.path.dirname(os.path.realpath(path)),
+                                                                 os.path.dirname(last) or ".")
     except (OSError, ValueError):
         return False
 
@@ -338,6 +362,11 @@ def current_restarts(name: str = RESTARTS_ENV) -> List[int]:
     except ValueError:
         return []
     return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []
+
+
+def current_seeds() -> List[int]:
+    """The seeds this run trained under (carried), the one it started with first."""
+    return current_restarts(SEEDS_ENV)
 
 
 def current_restored() -> Optional[str]:

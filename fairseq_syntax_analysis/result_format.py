@@ -178,7 +178,9 @@ def _statistics_digest(data: Dict) -> str:
 
 
 #: what every seed of one model (one row of a table) shares: the seeds average one system
-SAME_SYSTEM_KEYS = ("arch", "flags", "max_update")
+SAME_SYSTEM_KEYS = ("arch", "flags", "max_update", "best_checkpoint_metric")
+#: what a result written before it recorded the key means
+_SYSTEM_DEFAULTS = {"best_checkpoint_metric": "loss"}
 
 
 def _check_same_system(result: Dict, first: Dict) -> None:
@@ -195,7 +197,8 @@ def _check_same_system(result: Dict, first: Dict) -> None:
                          f"data than {quoted(first['_path'])} (their checkpoints' {', '.join(map(quoted, differ))[:200]} "
                          "differ): the seeds of a row must be one system (name another model, e.g. a tag: MODEL.TAG)")
     for key in SAME_SYSTEM_KEYS:
-        if result.get(key) != first.get(key):
+        mine, theirs = (r.get(key, _SYSTEM_DEFAULTS.get(key)) for r in (result, first))
+        if mine != theirs:
             raise InputError(result["_path"], None, f"is {quoted(result['model'])} seed {result['seed']} with {key} "
-                             f"{quoted(result.get(key), 80)}, but {quoted(first['_path'])} has {quoted(first.get(key), 80)}"
+                             f"{quoted(mine, 80)}, but {quoted(first['_path'])} has {quoted(theirs, 80)}"
                              ": the seeds of a row must be one system (name another model, e.g. a tag: MODEL.TAG)")

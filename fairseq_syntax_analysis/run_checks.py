@@ -10,7 +10,7 @@ one are compared by what their settings record, :data:`SAME_RUN_KEYS`).
 from typing import Dict, Optional
 
 from fairseq_syntax_core.decoding_record import (
-    FINETUNED_KEY, RESTORED_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
+    FINETUNED_KEY, RESTORED_KEY, SEEDS_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import quoted
 
@@ -29,6 +29,10 @@ def one_run_problem(state: Dict) -> Optional[str]:
         return (f"records --finetune-from-model {quoted(start, 80)}: its run started from "
                 "those weights (fairseq reads them on a first launch), so it is not one run from scratch under "
                 "--max-update")
+    seeds = carried(state, SEEDS_KEY)
+    if isinstance(seeds, list) and len(set(seeds)) > 1:
+        return (f"was trained with --seed {seeds[0]}, then resumed with --seed {seeds[-1]}: its weights and first "
+                "epochs are of the first seed, so it is not one run of either (train it again under one seed)")
     restored = carried(state, RESTORED_KEY)
     if restored:
         return (f"was resumed from {quoted(restored, 80)} (--restore-file or --continue-once), not from its own "

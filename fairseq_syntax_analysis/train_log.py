@@ -14,7 +14,7 @@ parts), so that a result's wall time is that of the whole run.
 import math
 import os
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.oneline import quoted
@@ -23,7 +23,8 @@ from fairseq_syntax_core.jsonfile import parse_json
 __all__ = ["valid_metrics", "training_seconds", "logged_run"]
 
 _SIMPLE = re.compile(r"(?:^|\| )valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
-_JSON = re.compile(r"\| valid \| (?P<json>\{.*\})\s*$")
+#: fairseq's json progress bar: a subset's validation under its own logger name, its keys prefixed with it
+_JSON = re.compile(r"\| (?P<subset>[^|\s]+) \| (?P<json>\{.*\})\s*$")
 #: the fields kept in a result (all losses are per target token, in bits, as fairseq logs them)
 KEPT = ("loss", "nll_loss", "nll_loss_fed", "nll_loss_gap", "ppl", "tgt_nsd_acc", "tgt_nsd_fed_acc", "nsd_acc",
         "num_updates", "epoch")
@@ -70,18 +71,30 @@ def _fields(line: str, subset: str) -> Optional[Dict[str, float]]:
         if epoch:
             values["epoch"] = float(epoch.group(1))
         return {k: v for k, v in values.items() if v is not None}
-    found = _JSON.search(line)
-    if found:
-        try:
-            record = parse_json(found.group("json"), "<log line>")
-        except ValueError:  # not JSON, nested too deeply: not a line of fairseq's
+    record = _json_validation(line)
+    if record is not None:
+        if record[0] != subset:
             return None
-        if not isinstance(record, dict) or record.get("valid_subset", subset) != subset:
-            return None
-        values = {k[len("valid_"):]: _number(v) for k, v in record.items() if k.startswith("valid_")}
-        values["epoch"] = _count(record.get("epoch"))
+        prefix = f"{subset}_"
+        values = {k[len(prefix):]: _number(v) for k, v in record[1].items() if k.startswith(prefix)}
+        values["epoch"] = _count(record[1].get("epoch"))
         return {k: v for k, v in values.items() if v is not None}
     return None
+
+
+def _json_validation(line: str) -> Optional[Tuple[str, Dict]]:
+    """``(subset, record)`` of a validation line of fairseq's json log format (``| test | {"test_loss": ...}``)."""
+    found = _JSON.search(line)
+    if not found or '_loss"' not in found.group("json"):
+        return None
+    try:
+        record = parse_json(found.group("json"), "<log line>")
+    except ValueError:  # not JSON, nested too deeply: not a line of fairseq's
+        return None
+    subset = found.group("subset")
+    if not isinstance(record, dict) or f"{subset}_loss" not in record or subset in ("train", "train_inner"):
+        return None
+    return subset, record
 
 
 def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, float]:
@@ -97,8 +110,9 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in iter(lambda: handle.readline(MAX_LINE), ""):
                 named = _SIMPLE.search(line.rstrip("\n"))
-                if named and len(subsets) < 10:
-                    subsets.add(named.group("subset"))
+                named = named.group("subset") if named else (_json_validation(line.rstrip("\n")) or (None,))[0]
+                if named is not None and len(subsets) < 10:
+                    subsets.add(named)
                 values = _fields(line.rstrip("\n"), subset)
                 if values is not None and "num_updates" in values and _count(values["num_updates"]) == updates:
                     found = values

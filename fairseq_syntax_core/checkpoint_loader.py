@@ -4,7 +4,8 @@ A ``.pt`` file is a pickle, and unpickling runs whatever callables the file name
 weights-only unpickler refuses every global that is not on an allow-list, so a checkpoint can
 only hold tensors, containers, numbers, strings and the few classes listed here. fairseq 0.12
 training checkpoints of legacy (argparse) models pickle the model arguments as an
-``argparse.Namespace`` inside ``cfg``, and a saved metric (a best score) may be a NumPy number:
+``argparse.Namespace`` inside ``cfg``, and a saved metric may be a NumPy number or numeric array (a best
+score; ``--eval-bleu``'s counts):
 :func:`fairseq_checkpoint_globals` names exactly these, and nothing else is admitted.
 
 * :func:`load_checkpoint` is the reader for our own code (``fairseq-syntax-report record``, tests):
@@ -54,17 +55,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def fairseq_checkpoint_globals() -> List[object]:
     """The non-tensor globals that fairseq 0.12 training checkpoints contain."""
-    allowed: List[object] = [argparse.Namespace, np.dtype]
+    allowed: List[object] = [argparse.Namespace, np.dtype, np.ndarray]
     for module_name in ("numpy._core.multiarray", "numpy.core.multiarray"):
         try:
             module = __import__(module_name, fromlist=["scalar"])
         except ImportError:
             continue
-        allowed.append(module.scalar)
+        # a NumPy number, and a numeric array: --eval-bleu's meters keep BLEU's counts as arrays
+        allowed += [module.scalar, module._reconstruct]
         break
     dtypes = getattr(np, "dtypes", None)  # NumPy >= 1.25 pickles dtypes by class
     if dtypes is not None:
-        allowed += [getattr(dtypes, name) for name in ("Float64DType", "Float32DType", "Int64DType") if hasattr(dtypes, name)]
+        allowed += [getattr(dtypes, name) for name in ("Float64DType", "Float32DType", "Int64DType", "Int32DType")
+                    if hasattr(dtypes, name)]
     return allowed
 
 

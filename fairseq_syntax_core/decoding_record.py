@@ -94,6 +94,8 @@ STALLED_KEY = "validations_without_improvement"
 #: the task-state key of the checkpoint a run was resumed from that is not its own checkpoint_last.pt
 #: (--restore-file of another folder's or an earlier checkpoint, --continue-once)
 RESTORED_KEY = "restored_from"
+#: the task-state key of the seeds a run trained under: the one it started with, then any a resume changed to
+SEEDS_KEY = "seeds"
 
 
 def _task_state(state: Dict) -> Dict:
@@ -116,7 +118,7 @@ def carried_problem(state: Dict) -> Optional[str]:
     """What of a checkpoint's carried run record (its task state's entries above) is not what fairseq-train
     writes, or None: an edited entry would otherwise be dropped or misread on resume, and the run lose its identity."""
     task_state = _task_state(state)
-    for key in (RESTARTS_KEY, EPOCH_RESTARTS_KEY, METER_RESETS_KEY):
+    for key in (RESTARTS_KEY, EPOCH_RESTARTS_KEY, METER_RESETS_KEY, SEEDS_KEY):
         value = task_state.get(key)
         if value is not None and not (isinstance(value, list) and all(type(c) is int and c >= 0 for c in value)):
             return f"{key} is not a list of update counts"

@@ -190,14 +190,16 @@ FEATURE_SETTINGS = ("source_lang", "target_lang", PARSED_LANGS_KEY, "pos_column"
 def check_same_features(first: str, first_meta: Dict, other: str, other_meta: Dict) -> None:
     """``other``'s parse features are derived as ``first``'s (languages, streams, POS column, projection rule onto
     subwords); parsers may differ. Else DataBinError naming ``other``'s syntax.json."""
-    for key in FEATURE_SETTINGS:
+    for key in FEATURE_SETTINGS + (PHRASE_STRUCTURE_KEY,):
         mine, theirs = first_meta.get(key), other_meta.get(key)
+        if key == PHRASE_STRUCTURE_KEY:  # where the trees come from: imported brackets, or the dependency parse
+            mine, theirs = ((m or {}).get("source") if isinstance(m, dict) else m for m in (mine, theirs))
         if mine != theirs:
             raise DataBinError(
                 os.path.join(other, METADATA_FILE), None,
                 f"{key} {quoted(theirs)} differs from {first}'s {quoted(mine)}: fairseq-train reads one data path per "
                 "epoch, so the model would see features that mean other things from epoch to epoch; make every "
-                "data-bin with the same --projection, --pos-column and languages",
+                "data-bin with the same --projection, --pos-column, --constituency-parse and languages",
             )
 
 

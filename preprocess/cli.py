@@ -252,8 +252,8 @@ def run(args) -> Dict[str, object]:
             stages.lap("write")
 
             split_meta = {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits}
-            result = closing_summary(counts, unknown, split_meta, tgt_piece_trees is not None, time.perf_counter() - start)
-            result["no_phrase_structure"] = sum(len(s.phrase_fallback_lines) for s in splits)
+            result = closing_summary(counts, unknown, split_meta, tgt_piece_trees is not None,
+                                     time.perf_counter() - start, sum(len(s.phrase_fallback_lines) for s in splits))
             result["stage_seconds"] = stages.seconds
             metadata = build_metadata(
                 args, parser_meta, target_meta, split_meta,

@@ -203,6 +203,7 @@ def check_args(args, splits: List[Split]) -> None:
                          "or --target-external-parse conllu too")
     if args.phrase_fallback and not args.constituency_parse:
         raise UsageError("--phrase-fallback applies to imported trees: give --constituency-parse ptb too")
+    _check_vocabulary_sizes(args)
     if args.no_bpe and args.bpe_codes:
         raise UsageError("--no-bpe keeps whole words: drop --bpe-codes, or drop --no-bpe to apply the codes")
     if args.no_bpe and args.bpe_symbols:
@@ -251,3 +252,22 @@ def check_args(args, splits: List[Split]) -> None:
     if args.constituency_parse:
         inputs += [f"{s.prefix}.{args.source_lang}.{ptb.EXTENSION}" for s in splits]
     check_destdir(args.destdir, args.overwrite, inputs)
+
+
+def _check_vocabulary_sizes(args) -> None:
+    """fairseq-preprocess's --threshold*/--nwords* size a dictionary it counts: refused where none is counted (a
+    given dictionary, ``--dictdir``, shards) and, for the target's, with ``--joined-dictionary`` (counted as the
+    source's)."""
+    for side, threshold, nwords, given in (("src", args.thresholdsrc, args.nwordssrc, args.srcdict),
+                                           ("tgt", args.thresholdtgt, args.nwordstgt, args.tgtdict)):
+        flags = [f"--{name}{side} {value}" for name, value, default in (("threshold", threshold, 0),
+                                                                         ("nwords", nwords, -1)) if value != default]
+        if not flags:
+            continue
+        if given or args.dictdir or args.num_shards is not None:
+            raise UsageError(f"{', '.join(flags)}: the {'source' if side == 'src' else 'target'} dictionary is given "
+                             "(--srcdict/--tgtdict, --dictdir, or shards), not counted: drop them, or size it where "
+                             "it is counted (--dict-only)")
+        if side == "tgt" and args.joined_dictionary:
+            raise UsageError(f"{', '.join(flags)}: --joined-dictionary counts one dictionary, sized by --thresholdsrc "
+                             "and --nwordssrc: give those")

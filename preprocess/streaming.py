@@ -269,7 +269,7 @@ def write_split(args, out: str, name: str, items: Iterable[Item], dictionaries: 
 
 
 def closing_summary(counts: Counts, unknown: Counter, split_meta: Dict[str, Dict[str, object]], target: bool,
-            seconds: float) -> Dict[str, object]:
+            seconds: float, no_phrase: int = 0) -> Dict[str, object]:
     """The closing summary's numbers (``fairseq-syntax-preprocess`` prints them)."""
     numbers = counts.numbers
     parse_seconds = numbers.get("parse_seconds", 0.0)
@@ -282,6 +282,7 @@ def closing_summary(counts: Counts, unknown: Counter, split_meta: Dict[str, Dict
         "unknown_labels": unknown["unknown_labels"], "unknown_pos": unknown["unknown_pos"],
         "unknown_source_tokens": unknown["unknown_source_tokens"], "source_tokens": numbers["source_tokens"],
         "unknown_target_tokens": unknown["unknown_target_tokens"], "target_tokens": numbers["target_tokens"],
+        "no_phrase_structure": no_phrase,
     }
     if target:
         result.update({key: numbers[key] for key in ("target_words", "target_subwords", "target_non_projective",

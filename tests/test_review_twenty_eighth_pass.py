@@ -598,3 +598,101 @@ def test_a_full_disk_while_the_writer_writes_names_the_file_by_its_place_in_dest
                           "nothing was written to")
     assert "ulimit -f" in line
     assert not os.listdir(tmp_path)
+
+
+# ------------------------------------------------------------------ the thirty-fourth pass
+def test_checkpoints_holding_numeric_numpy_arrays_load_and_object_arrays_do_not(tmp_path):
+    """--eval-bleu's meters keep BLEU's counts as arrays in the checkpoint fairseq-train writes."""
+    import numpy as np
+    import torch
+
+    from fairseq_syntax_core.checkpoint_loader import load_checkpoint
+    from fairseq_syntax_core.errors import CheckpointError
+
+    torch.save({"extra_state": {"metrics": {"valid": [np.array([60, 0, 0, 0]), np.float64(1.5)]}}}, tmp_path / "a.pt")
+    assert load_checkpoint(str(tmp_path / "a.pt"))["extra_state"]["metrics"]["valid"][0].tolist() == [60, 0, 0, 0]
+    torch.save({"x": np.array([{"a": 1}], dtype=object)}, tmp_path / "b.pt")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(str(tmp_path / "b.pt"))
+
+
+def test_a_run_trained_with_eval_bleu_resumes_and_is_read(tmp_path):
+    from fairseq_syntax_analysis import results as rs_
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    bleu = ["--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 3}', "--max-tokens-valid", "400"]
+    _train(tmp_path, "--max-update", "1", *bleu)
+    _train(tmp_path, "--max-update", "2", *bleu)
+    assert rs_.checkpoint_facts(str(tmp_path / "ck"))["last_updates"] == 2
+
+
+def test_a_run_resumed_under_another_seed_is_warned_carried_and_not_one_run(tmp_path):
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-epoch", "1", "--max-update", "1000")  # at an epoch's end: fairseq takes the new seed
+    resumed = _train(tmp_path, "--max-epoch", "2", "--max-update", "1000", "--seed", "2")
+    assert "--seed 2: ck/checkpoint_last.pt was trained with --seed 1" in resumed.stderr + resumed.stdout
+    with pytest.raises(Refused, match=r"was trained with --seed 1, then resumed with --seed 2"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_a_checkpoint_last_that_links_into_another_folder_is_not_the_runs_own(tmp_path):
+    from fairseq_syntax_analysis import results as rs_
+    from fairseq_syntax_core.errors import InputError as Refused
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    shutil.move(str(tmp_path / "ck"), str(tmp_path / "other"))
+    (tmp_path / "ck").mkdir()
+    os.symlink(tmp_path / "other" / "checkpoint_last.pt", tmp_path / "ck" / "checkpoint_last.pt")
+    _train(tmp_path, "--max-update", "2")
+    with pytest.raises(Refused, match=r"was resumed from .*not from its own checkpoint_last.pt"):
+        rs_.checkpoint_facts(str(tmp_path / "ck"))
+
+
+def test_seeds_selected_by_other_best_checkpoint_metrics_are_not_one_row(tmp_path):
+    one, two = fake_result("transformer", 1, HYPS), fake_result("transformer", 2, HYPS[::-1])
+    two["best_checkpoint_metric"] = "nll_loss"
+    with pytest.raises(InputError, match=r"with best_checkpoint_metric 'nll_loss', but .* has 'loss'"):
+        rs.load_results([str(_folder(tmp_path, [one, two]))])
+
+
+def test_a_model_decodes_only_trees_of_the_source_it_trained_on_and_epochs_do_not_mix_sources(tmp_path):
+    """Imported brackets and the dependency conversion give trees of other shapes over the same text and ids."""
+    from fairseq_syntax_core.errors import DataBinError
+    from fairseq_syntax_core.shards import check_same_features
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    meta_path = tmp_path / "data-bin" / "syntax.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    other = dict(meta, phrase_structure=dict(meta["phrase_structure"], source="ptb"))
+    with pytest.raises(DataBinError, match=r"phrase_structure 'ptb' differs from a's 'dependency-conversion'"):
+        check_same_features("a", meta, "b", other)
+    meta_path.write_text(json.dumps(other), encoding="utf-8")
+    argv = [tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+            "--gen-subset", "test", "--beam", "2", "--path",
+            os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")]
+    one_line_error(call(argv, cwd=tmp_path, expect_ok=False), "fairseq-generate",
+                   "its phrase structures come from 'ptb'", "--allow-other-data-bin")
+    assert call(argv + ["--allow-other-data-bin"], cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--srcdict", "d.txt", "--tgtdict", "d.txt", "--nwordssrc", "100"], "--nwordssrc 100: the source dictionary is given"),
+    (["--joined-dictionary", "--thresholdtgt", "2"], "--thresholdtgt 2: --joined-dictionary counts one dictionary"),
+])
+def test_vocabulary_sizes_where_no_dictionary_is_counted_are_refused(tmp_path, flags, words):
+    from fairseq_syntax_core.errors import UsageError
+    from fairseq_syntax_preprocess.cli import get_parser, run
+
+    (tmp_path / "d.txt").write_text("a 1\n", encoding="utf-8")
+    sample = os.path.join(ROOT, "examples", "sample", "train")
+    argv = ["-s", "en", "-t", "de", "--trainpref", sample, "--destdir", str(tmp_path / "bin"), "--external-parse",
+            "conllu", "--bpe-symbols", "10", *[str(tmp_path / f) if f == "d.txt" else f for f in flags]]
+    with pytest.raises(UsageError, match=words):
+        run(get_parser().parse_args(argv))

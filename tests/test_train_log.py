@@ -111,3 +111,19 @@ def test_training_time_sums_the_invocations_of_a_resumed_run(tmp_path):
     assert training_seconds(str(log)) == 160.0
     (tmp_path / "empty.log").write_text("no fairseq here\n", encoding="utf-8")
     assert training_seconds(str(tmp_path / "empty.log")) is None
+
+
+def test_the_json_format_reads_the_subset_asked_for():
+    """fairseq's json bar logs each subset under its own name with its keys prefixed (``| test | {"test_loss"``)."""
+    import tempfile
+
+    lines = JSON + JSON.replace("| valid |", "| test |").replace('"valid_', '"test_').replace('"5.934"', '"6.5"')
+    with tempfile.TemporaryDirectory() as folder:
+        log = f"{folder}/train.log"
+        with open(log, "w", encoding="utf-8") as handle:
+            handle.write(lines)
+        assert valid_metrics(log, 300)["loss"] == 5.934
+        assert valid_metrics(log, 300, "test")["loss"] == 6.5
+        with pytest.raises(InputError, match=r"logs no validation on 'nosuch' at update 300 .* it validates on "
+                                             r"'test', 'valid'"):
+            valid_metrics(log, 300, "nosuch")

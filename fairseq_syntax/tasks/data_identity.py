@@ -51,6 +51,8 @@ class DataIdentity:
             state[resume_settings.METER_RESETS_KEY] = forgotten
         if resume_settings.current_finetuned() is not None:  # started from other weights: not a run from scratch
             state[resume_settings.FINETUNED_KEY] = resume_settings.current_finetuned()
+        if resume_settings.current_seeds():  # the seed it started with, and any a resume changed to
+            state[resume_settings.SEEDS_KEY] = resume_settings.current_seeds()
         if resume_settings.current_restored() is not None:  # resumed from a checkpoint not its own last
             state[resume_settings.RESTORED_KEY] = resume_settings.current_restored()
         stalled = resume_settings.current_stalled()
@@ -64,7 +66,7 @@ class DataIdentity:
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
         for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY,
                     resume_settings.METER_RESETS_KEY, resume_settings.FINETUNED_KEY, resume_settings.STALLED_KEY,
-                    resume_settings.RESTORED_KEY):
+                    resume_settings.RESTORED_KEY, resume_settings.SEEDS_KEY):
             state_dict.pop(key, None)
         super().load_state_dict(state_dict)
 
@@ -106,6 +108,13 @@ class DataIdentity:
                        "was trained with: the model would read the subwords' parse features derived another way")
             self._refuse_unless_allowed(DataBinError(
                 data_path, None, f"{message}; use a data-bin made with --projection {one_line(rule)[:40]}, or give "
+                                 "--allow-other-data-bin to go on"), message)
+        source, ours = (trained or {}).get("phrase_structure"), self.data_provenance().get("phrase_structure")
+        if isinstance(source, str) and ours is not None and source != ours:  # trees of another shape
+            message = (f"its phrase structures come from {quoted(ours, 40)} (syntax.json), {what} was trained on "
+                       f"phrase structures from {quoted(source, 40)}: models reading them see trees of another shape")
+            self._refuse_unless_allowed(DataBinError(
+                data_path, None, f"{message}; use a data-bin made as it was (--constituency-parse), or give "
                                  "--allow-other-data-bin to go on"), message)
         differing = provenance.differing_files(trained or {}, self.data_provenance())
         if not differing:
