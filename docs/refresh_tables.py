@@ -120,7 +120,11 @@ def _refresh(files: List[str], check: bool) -> int:
             text = handle.read()
         blocks += len(BLOCK.findall(text))
         commands: List[str] = []
-        new = refresh_text(text, commands)
+        try:
+            new = refresh_text(text, commands)
+        except (RuntimeError, ValueError) as error:  # a table command that failed, or one not allowed: one line
+            print(f"refresh_tables: error: {os.path.relpath(path, REPO)}: {error}", file=sys.stderr)
+            return 1
         if new == text:
             continue
         stale.append(os.path.relpath(path, REPO))

@@ -80,6 +80,10 @@ class SyntaxHubInterface(GeneratorHubInterface):
         if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
             return self.generate([tokenized_sentences], *args, **kwargs)[0]
         check_hub_generation(kwargs)
+        if kwargs.get("print_alignment") and not all(getattr(m, "hard_alignment", True) for m in self.models):
+            raise UsageError(f"print_alignment={quoted(kwargs['print_alignment'], 20)}: tree2seq attends over phrases "
+                             "as well as words, and the hub cannot cut its attention to the words; use "
+                             "fairseq-generate --print-alignment soft")
         remember = getattr(self.task, "remember_source_texts", None)
         if remember is None:
             return super().generate(tokenized_sentences, *args, **kwargs)

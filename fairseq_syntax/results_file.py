@@ -51,7 +51,13 @@ def decoded_line(cfg) -> Optional[str]:
     folder, metadata = found
     perturbation = metadata.get("perturbation")
     paths = getattr(getattr(cfg, "common_eval", None), "path", None)
-    return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None)
+    generation = getattr(cfg, "generation", None)
+    copied = (["--score-reference"] if getattr(generation, "score_reference", False) else []) + \
+        ([f"--prefix-size {generation.prefix_size}"] if (getattr(generation, "prefix_size", 0) or 0) > 0 else [])
+    settings = {key: getattr(generation, key, None) for key in decoding_record.SEARCH_KEYS}
+    settings["gen_subset"] = getattr(getattr(cfg, "dataset", None), "gen_subset", None)
+    return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None,
+                                       copied, {k: v for k, v in settings.items() if isinstance(v, (str, int, float))})
 
 
 def discard_results(output_file) -> Optional[str]:
@@ -61,11 +67,17 @@ def discard_results(output_file) -> Optional[str]:
     if output_file in (sys.stdout, sys.stderr) or not isinstance(name, str):
         return None
     try:
+        mine = os.fstat(output_file.fileno())
+    except (OSError, ValueError):
+        mine = None
+    try:
         output_file.close()
     except OSError:
         pass
     try:
-        os.remove(name)
+        there = os.stat(name)
+        if mine is None or (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):  # not another run's since
+            os.remove(name)
     except OSError:
         pass
     return name
@@ -101,6 +113,10 @@ def earlier_results_kept(cfg):
         yield
     except BaseException:
         with signals_deferred():
-            os.replace(kept, path)  # the earlier results, whatever this run left there
+            if not os.path.lexists(path):  # the earlier results back, unless another run has written there since
+                os.replace(kept, path)
+            else:
+                print(f"fairseq-generate: warning: another run wrote {one_line(path)} meanwhile: the earlier results "
+                      f"are kept as {one_line(kept)}", file=sys.stderr)
         raise
     os.remove(kept)

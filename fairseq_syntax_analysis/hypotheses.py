@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import read_lines
-from fairseq_syntax_core.oneline import one_line
+from fairseq_syntax_core.oneline import one_line, quoted
 
 __all__ = ["read_translations", "is_generate_output", "from_generate_output", "remove_bpe"]
 
@@ -200,7 +200,7 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
 def decoding_of(path: str) -> Optional[Dict]:
     """What a ``fairseq-generate`` log says it decoded: its last ``fairseq-syntax-decoded`` line
     (:mod:`fairseq_syntax_core.decoding_record`, within the last 1 MiB), or None (plain text, older logs)."""
-    from fairseq_syntax_core.decoding_record import MARK, parse_line
+    from fairseq_syntax_core.decoding_record import FROM_REFERENCE_KEY, MARK, parse_line
 
     with open(path, "rb") as handle:
         handle.seek(0, os.SEEK_END)
@@ -215,6 +215,10 @@ def decoding_of(path: str) -> Optional[Dict]:
     record = parse_line(marked[0])
     if record is None:
         raise TranslationFileError(path, None, f"its {MARK} line is not what fairseq-generate writes (edited?)")
+    copied = record.get(FROM_REFERENCE_KEY)
+    if copied:
+        raise TranslationFileError(path, None, f"was decoded with {quoted(copied, 60)} (its {MARK} line): its "
+                                   "hypotheses copy the reference, they are not translations; decode without it")
     return record
 
 

@@ -44,7 +44,8 @@ from .result_format import (  # noqa: F401
 )
 from .table import compare_seeds, make_table  # noqa: F401
 from .evaluation_file import read_evaluation, same_reference  # noqa: F401 (the report reads them here)
-from .run_checks import best_value_problem, logged_best_problem, one_run_problem, run_id_problem, run_patience
+from .run_checks import (best_value_problem, decoding_problem, decoding_settings, logged_best_problem, one_run_problem,
+                         run_id_problem, run_patience)
 from .train_log import logged_run, training_seconds, valid_metrics
 
 
@@ -357,8 +358,14 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         problem = identity_problem(facts, arch, args.seed, args.max_update)
         if problem is not None:
             raise InputError(checkpoints[0], None, problem)
+        searches = {}
         for test, ev in evaluations.items():
             record = ev["systems"][0].get("decoded")
+            problem = decoding_problem(record)
+            if problem is not None:
+                raise InputError(eval_paths[test], None, problem)
+            if decoding_settings(record) is not None:
+                searches[test] = decoding_settings(record)
             read = record.get("checkpoints") if isinstance(record, dict) else None
             if isinstance(read, list) and len(read) > 1:
                 raise InputError(eval_paths[test], None, f"evaluates translations of an ensemble of {len(read)} "
@@ -399,6 +406,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         result = build_result(args.model, arch, args.seed, args.flags, args.max_update,
                               facts, evaluations, args.commit or git_commit(args.repo), args.device,
                               args.wall_seconds, args.patience)
+        for test, search in searches.items():  # how each test set was decoded: a table compares like with like
+            result["tests"][test]["search"] = search
         for test, scored in result["tests"].items():  # what a table needs of each, or the --eval file is named now
             problem = test_problem(test, scored)
             if problem is not None:

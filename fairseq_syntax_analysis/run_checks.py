@@ -10,11 +10,11 @@ one are compared by what their settings record, :data:`SAME_RUN_KEYS`).
 from typing import Dict, Optional
 
 from fairseq_syntax_core.decoding_record import (
-    FINETUNED_KEY, RESTORED_KEY, SEEDS_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
+    FINETUNED_KEY, RESTORED_KEY, SEARCH_KEY, SEEDS_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
 from fairseq_syntax_core.oneline import quoted
 
-__all__ = ["best_value_problem", "logged_best_problem", "one_run_problem", "run_id_problem", "run_patience"]
+__all__ = ["decoding_problem", "decoding_settings", "best_value_problem", "logged_best_problem", "one_run_problem", "run_id_problem", "run_patience"]
 
 
 def one_run_problem(state: Dict) -> Optional[str]:
@@ -106,3 +106,29 @@ def logged_best_problem(logged: Dict, facts: Dict) -> Optional[str]:
         return None
     return (f"logs {metric} {value:g} at update {facts.get('best_updates')}, but checkpoint_best.pt was saved with "
             f"{best:g}: the log of another run (in the same folder?)")
+
+
+def decoding_problem(record: object) -> Optional[str]:
+    """Why the translations a generate log's ``fairseq-syntax-decoded`` record describes are not a test score of
+    the run (parses perturbed, sampled, a validation split), or None; nothing is said of logs without one."""
+    if not isinstance(record, dict):
+        return None
+    if record.get("perturbation") is not None:
+        return (f"evaluates translations of a data-bin whose parses were perturbed ({quoted(record['perturbation'], 80)}"
+                ", its generate log records): a result is the clean test score; perturbed ones go to report noise")
+    search = record.get(SEARCH_KEY) if isinstance(record.get(SEARCH_KEY), dict) else {}
+    if search.get("sampling"):
+        return "evaluates sampled translations (--sampling, its generate log records): a result is a beam search's"
+    subset = search.get("gen_subset")
+    if isinstance(subset, str) and subset.rstrip("0123456789") in ("train", "valid"):
+        return (f"evaluates translations of the split {quoted(subset, 40)} (--gen-subset, its generate log records): "
+                "a result scores a test split")
+    return None
+
+
+def decoding_settings(record: object) -> Optional[Dict[str, object]]:
+    """The search settings a generate log's record holds (beam, length limits, penalties), or None."""
+    search = record.get(SEARCH_KEY) if isinstance(record, dict) else None
+    if not isinstance(search, dict):
+        return None
+    return {k: v for k, v in sorted(search.items()) if k != "gen_subset" and isinstance(v, (str, int, float))}

@@ -42,6 +42,11 @@ def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
     if ta["sentences"] != tb["sentences"]:
         raise InputError(a["_path"], None, f"test set {quoted(test)} has {ta['sentences']} sentences, "
                          f"{tb['sentences']} in {quoted(b['_path'])}: not the same test set")
+    searches = ta.get("search"), tb.get("search")
+    if all(isinstance(x, dict) for x in searches) and searches[0] != searches[1]:
+        raise InputError(a["_path"], None, f"test set {quoted(test)} was decoded with {quoted(searches[0], 120)}, "
+                         f"{quoted(b['_path'])} with {quoted(searches[1], 120)}: scores of other searches cannot be "
+                         "compared (decode both alike)")
     for m in METRIC_KEYS:
         if _settings(ta["signatures"][m]) != _settings(tb["signatures"][m]):
             raise InputError(a["_path"], None, f"test set {quoted(test)} was scored with {m} "

@@ -173,13 +173,29 @@ def note_read(path: Any, state: Any) -> None:
     read_identities.append(identity)
 
 
-def record_line(data_bin: Optional[str], perturbation: Any, paths: Optional[List[str]] = None) -> str:
+#: the key of the decoding settings that copy from the reference (``--score-reference``, ``--prefix-size N``): the
+#: hypotheses of such a log are not translations
+FROM_REFERENCE_KEY = "from_reference"
+
+
+#: the search settings a decoding records (fairseq's generation options), with the split decoded (gen_subset)
+SEARCH_KEYS = ("beam", "nbest", "sampling", "lenpen", "unkpen", "max_len_a", "max_len_b", "min_len", "temperature")
+SEARCH_KEY = "search"
+
+
+def record_line(data_bin: Optional[str], perturbation: Any, paths: Optional[List[str]] = None,
+                from_reference: Optional[List[str]] = None, search: Optional[Dict[str, Any]] = None) -> str:
     """The line of one decoding: the checkpoints read since :func:`start` (those at ``paths`` when given: the
-    model's, not a language model's), the data-bin and its perturbation."""
+    model's, not a language model's), the data-bin and its perturbation, and the settings that copy from the
+    reference (``from_reference``), if any."""
     wanted = {os.path.normpath(p) for p in paths} if paths else None
     checkpoints = [c for c in read_identities if wanted is None or c.get("checkpoint") in wanted]
     record = {"checkpoints": checkpoints, "data_bin": os.path.normpath(data_bin) if data_bin else None,
               "perturbation": perturbation}
+    if from_reference:
+        record[FROM_REFERENCE_KEY] = list(from_reference)
+    if search:
+        record[SEARCH_KEY] = dict(search)
     return f"{MARK}\t{json.dumps(record, sort_keys=True)}"
 
 

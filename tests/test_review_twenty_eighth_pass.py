@@ -696,3 +696,123 @@ def test_vocabulary_sizes_where_no_dictionary_is_counted_are_refused(tmp_path, f
             "conllu", "--bpe-symbols", "10", *[str(tmp_path / f) if f == "d.txt" else f for f in flags]]
     with pytest.raises(UsageError, match=words):
         run(get_parser().parse_args(argv))
+
+
+# ------------------------------------------------------------------ the thirty-fifth pass
+@pytest.mark.parametrize("flags, words", [(["--score-reference"], "'--score-reference'"),
+                                          (["--beam", "2", "--prefix-size", "2"], "'--prefix-size 2'")])
+def test_a_log_whose_hypotheses_copy_the_reference_is_not_evaluated(tmp_path, flags, words):
+    """--score-reference writes the reference as each hypothesis; --prefix-size forces its first tokens in."""
+    from fairseq_syntax_analysis.hypotheses import TranslationFileError, decoding_of
+
+    from .conftest import call, tool
+
+    argv = [tool("fairseq-generate"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax", "--task",
+            "syntax_translation", "--gen-subset", "test", "--path",
+            os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), *flags]
+    (tmp_path / "gen.txt").write_text(call(argv, cwd=tmp_path).stdout, encoding="utf-8")
+    with pytest.raises(TranslationFileError, match=rf"gen.txt: was decoded with \[{words}\] .* not translations"):
+        decoding_of(str(tmp_path / "gen.txt"))
+
+
+def test_the_hub_refuses_alignments_of_tree2seq_in_one_line():
+    from fairseq_syntax.models.tree2seq.model import Tree2SeqModel
+    from fairseq_syntax_core.errors import UsageError
+
+    data = os.path.join(FIXTURE, "data-bin")
+    hub = Tree2SeqModel.from_pretrained(os.path.join(FIXTURE, "checkpoints"), checkpoint_file="tree2seq.pt",
+                                        data_name_or_path=data, tokenizer="moses", bpe="subword_nmt",
+                                        bpe_codes=os.path.join(data, "bpe.codes"))
+    with pytest.raises(UsageError, match=r"print_alignment='soft': tree2seq attends over phrases"):
+        hub.translate(["A man rides a bike ."], beam=2, print_alignment="soft")
+    assert len(hub.translate(["A man rides a bike ."], beam=2)) > 0
+
+
+# ------------------------------------------------------------------ the thirty-sixth pass
+def test_a_generate_log_records_its_search_and_split_and_record_refuses_what_is_no_test_score(tmp_path):
+    from fairseq_syntax_analysis.hypotheses import decoding_of
+    from fairseq_syntax_analysis.run_checks import decoding_problem, decoding_settings
+
+    from .conftest import call, tool
+
+    argv = [tool("fairseq-generate"), os.path.join(FIXTURE, "data-bin"), "--user-dir", "fairseq_syntax", "--task",
+            "syntax_translation", "--gen-subset", "test", "--beam", "3", "--lenpen", "0.5", "--path",
+            os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")]
+    (tmp_path / "gen.txt").write_text(call(argv, cwd=tmp_path).stdout, encoding="utf-8")
+    record = decoding_of(str(tmp_path / "gen.txt"))
+    assert decoding_settings(record)["beam"] == 3 and decoding_settings(record)["lenpen"] == 0.5
+    assert record["search"]["gen_subset"] == "test" and decoding_problem(record) is None
+    assert "perturbed" in decoding_problem(dict(record, perturbation={"p": 0.5}))
+    assert "--sampling" in decoding_problem(dict(record, search=dict(record["search"], sampling=True)))
+    assert "the split 'valid'" in decoding_problem(dict(record, search=dict(record["search"], gen_subset="valid")))
+
+
+def test_results_decoded_with_other_searches_are_not_compared(tmp_path):
+    one, two = fake_result("transformer", 1, HYPS), fake_result("transformer_rel", 1, HYPS[::-1])
+    one["tests"]["test_2016_flickr"]["search"] = {"beam": 5, "lenpen": 1.0}
+    two["tests"]["test_2016_flickr"]["search"] = {"beam": 1, "lenpen": 1.0}
+    with pytest.raises(InputError, match=r"was decoded with .*'beam': 1.* with .*'beam': 5.*other searches"):
+        rs.make_table(rs.load_results([str(_folder(tmp_path, [one, two]))]), "transformer", [])
+
+
+def test_refresh_tables_names_a_failing_block_in_one_line(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("refresh_tables", os.path.join(ROOT, "docs", "refresh_tables.py"))
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- table: rm -rf / -->\nold\n<!-- /table -->\n", encoding="utf-8")
+    assert refresh.main([str(doc)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("refresh_tables: error: ") and "unknown table command" in err and len(err.splitlines()) == 1
+    assert doc.read_text(encoding="utf-8").endswith("old\n<!-- /table -->\n")
+
+
+def test_an_interrupted_generate_leaves_the_results_another_run_wrote_meanwhile(tmp_path, capsys):
+    """Two fairseq-generate runs into one --results-path: the interrupted one removes and restores only its own."""
+    import types
+
+    from fairseq_syntax import results_file
+
+    (tmp_path / "generate-test.txt").write_text("earlier\n", encoding="utf-8")
+    cfg = types.SimpleNamespace(common_eval=types.SimpleNamespace(results_path=str(tmp_path)),
+                                dataset=types.SimpleNamespace(gen_subset="test"))
+    with pytest.raises(KeyboardInterrupt):
+        with results_file.earlier_results_kept(cfg):
+            mine = open(tmp_path / "generate-test.txt", "w", encoding="utf-8")  # this run's, as fairseq opens it
+            mine.write("half")
+            (tmp_path / "other.txt").write_text("the other run's\n", encoding="utf-8")
+            os.replace(tmp_path / "other.txt", tmp_path / "generate-test.txt")  # another run took the name
+            assert results_file.discard_results(mine) == str(tmp_path / "generate-test.txt")
+            raise KeyboardInterrupt
+    assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "the other run's\n"
+    [kept] = [n for n in os.listdir(tmp_path) if n.startswith(".generate-test.txt.kept-")]
+    assert (tmp_path / kept).read_text(encoding="utf-8") == "earlier\n"
+    assert "another run wrote" in capsys.readouterr().err
+    with pytest.raises(KeyboardInterrupt):  # alone: its own file removed, the earlier results back
+        with results_file.earlier_results_kept(cfg):
+            mine = open(tmp_path / "generate-test.txt", "w", encoding="utf-8")
+            results_file.discard_results(mine)
+            raise KeyboardInterrupt
+    assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "the other run's\n"
+
+
+def test_a_second_fairseq_train_into_a_save_dir_in_use_is_refused(tmp_path):
+    """A job submitted twice: the second resumed the first's checkpoint while it trained, both wrote the same files."""
+    import fcntl
+
+    from fairseq_syntax.save_dir_lock import LOCK_FILE
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "ck").mkdir()
+    with open(tmp_path / "ck" / LOCK_FILE, "w") as held:  # as the first run holds it
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        refused = call([tool("fairseq-train"), *TINY, "--max-update", "1"], cwd=tmp_path, expect_ok=False)
+        one_line_error(refused, "fairseq-train", "--save-dir ck: another fairseq-train is training into it now")
+        assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
+    _train(tmp_path, "--max-update", "1")  # released: trains
+    assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
