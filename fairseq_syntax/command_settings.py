@@ -25,7 +25,6 @@ from fairseq_syntax_core.oneline import one_line
 
 from .fairseq_settings import training_settings_error
 from .resume_settings import resume_error
-from .save_dir_lock import save_dir_lock_error
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +79,7 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         every_rank_reads_checkpoints(cfg)
         problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
                    or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg)
-                   or save_dir_lock_error(cfg) or resume_error(cfg))
+                   or resume_error(cfg))
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)

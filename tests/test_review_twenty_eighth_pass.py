@@ -796,23 +796,3 @@ def test_an_interrupted_generate_leaves_the_results_another_run_wrote_meanwhile(
             results_file.discard_results(mine)
             raise KeyboardInterrupt
     assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "the other run's\n"
-
-
-def test_a_second_fairseq_train_into_a_save_dir_in_use_is_refused(tmp_path):
-    """A job submitted twice: the second resumed the first's checkpoint while it trained, both wrote the same files."""
-    import fcntl
-
-    from fairseq_syntax.save_dir_lock import LOCK_FILE
-
-    from .conftest import call, tool
-    from .helpers import one_line_error
-
-    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
-    (tmp_path / "ck").mkdir()
-    with open(tmp_path / "ck" / LOCK_FILE, "w") as held:  # as the first run holds it
-        fcntl.lockf(held, fcntl.LOCK_EX)
-        refused = call([tool("fairseq-train"), *TINY, "--max-update", "1"], cwd=tmp_path, expect_ok=False)
-        one_line_error(refused, "fairseq-train", "--save-dir ck: another fairseq-train is training into it now")
-        assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
-    _train(tmp_path, "--max-update", "1")  # released: trains
-    assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
