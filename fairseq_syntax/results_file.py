@@ -60,6 +60,13 @@ def decoded_line(cfg) -> Optional[str]:
                                        copied, {k: v for k, v in settings.items() if isinstance(v, (str, int, float))})
 
 
+def _empty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
 def discard_results(output_file) -> Optional[str]:
     """Close and remove the ``--results-path`` file fairseq-generate opened for this run (with "w": nothing of an
     earlier run is in it); its name, or None when the output is not such a file (standard output)."""
@@ -113,8 +120,8 @@ def earlier_results_kept(cfg):
         yield
     except BaseException:
         with signals_deferred():
-            if not os.path.lexists(path):  # the earlier results back, unless another run has written there since
-                os.replace(kept, path)
+            if not os.path.lexists(path) or _empty(path):  # the earlier results back over this run's empty file,
+                os.replace(kept, path)                             # unless another run has written there since
             else:
                 print(f"fairseq-generate: warning: another run wrote {one_line(path)} meanwhile: the earlier results "
                       f"are kept as {one_line(kept)}", file=sys.stderr)
