@@ -48,9 +48,10 @@ from fairseq_syntax_core.fileio import is_visible, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
-from .projection import SUBWORD_LABEL, project
+from .projection import SUBWORD_LABEL
 from .side_files import build_tag_dictionary
-from .streaming import Counts, Dictionaries, Item, closing_summary, finish, write_length_prior, write_split
+from .streaming import (Counts, Dictionaries, Item, closing_summary, finish, project_onto_pieces, write_length_prior,
+                        write_split)
 from .tokenize import tokenize_lines
 from .word_tree import WordTree
 from .options import check_args, get_parser, split_input_prefixes, target_parsed  # noqa: F401 (get_parser: public)
@@ -328,21 +329,12 @@ def _keep_dictionaries_only(out: str, metadata: Dict[str, object], train: Split)
     return metadata
 
 
-def _project(tree: WordTree, pieces: List[str], rule: str, split: Split, index: int,
-             path: Optional[str] = None) -> WordTree:
-    try:
-        return project(tree, pieces, rule)
-    except ValueError as error:  # BPE changed the words: codes that do not fit this text
-        raise InputError(path or split.src_path, split.line_of(index),
-                         f"cannot project the parse onto the BPE pieces: {error}") from None
-
-
 def _project_side(splits: List[Split], trees_attr: str, pieces_attr: str, path_attr: str,
                   rule: str) -> Dict[str, List[WordTree]]:
     """Each split's word trees (``split.<trees_attr>``) projected onto its pieces, by split name."""
     return {
         split.name: [
-            _project(tree, pieces, rule, split, i, getattr(split, path_attr))
+            project_onto_pieces(tree, pieces, rule, getattr(split, path_attr), split.line_of(i))
             for i, (tree, pieces) in enumerate(tqdm(
                 zip(getattr(split, trees_attr), getattr(split, pieces_attr)),
                 total=len(getattr(split, trees_attr)),

@@ -174,7 +174,8 @@ class Counts:
                            skipped_empty_targets=self.empty_targets)
 
 
-def _project(tree: WordTree, pieces: List[str], rule: str, path: str, line: int) -> WordTree:
+def project_onto_pieces(tree: WordTree, pieces: List[str], rule: str, path: str, line: int) -> WordTree:
+    """``tree`` projected onto its BPE pieces; an error names input line ``line`` of ``path``."""
     try:
         return project(tree, pieces, rule)
     except ValueError as error:  # BPE changed the words: codes that do not fit this text
@@ -233,7 +234,7 @@ def file_items(args, name: str, src_path: str, tgt_path: str, start: int, stop: 
         counts.numbers["parse_seconds"] += time.perf_counter() - start_parse
         for k, number in enumerate(numbers):
             yield (number, {lang: pieces[lang][k] for lang in pieces}, {lang: words[lang][k] for lang in words},
-                   {lang: _project(words[lang][k], pieces[lang][k], args.projection, paths[lang], number)
+                   {lang: project_onto_pieces(words[lang][k], pieces[lang][k], args.projection, paths[lang], number)
                     for lang in words})
 
 
