@@ -279,7 +279,8 @@ def _wrap_call_main(distributed_utils) -> bool:
 
 def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     """fairseq-train's first call with the checkpoint settings and the model: warn about a misleading
-    ``--best-checkpoint-metric`` for NSD models (:func:`~fairseq_syntax.criterions.fed_back_validation.selection_advice`)."""
+    ``--best-checkpoint-metric`` for NSD models (:func:`~fairseq_syntax.criterions.fed_back_validation.selection_advice`),
+    and lock ``--save-dir`` for this run (:mod:`~fairseq_syntax.save_dir_lock`)."""
     original = getattr(checkpoint_utils, "load_checkpoint", None)
     if original is None or getattr(original, "_fairseq_syntax", False):
         return original is not None
@@ -290,6 +291,7 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
         from fairseq_syntax.criterions.fed_back_validation import selection_advice, selection_error
+        from fairseq_syntax.save_dir_lock import lock_save_dir
 
         model = trainer.get_model() if callable(getattr(trainer, "get_model", None)) else None
         error = selection_error(getattr(cfg, "best_checkpoint_metric", ""), model)
@@ -298,6 +300,10 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
         advice = selection_advice(getattr(cfg, "best_checkpoint_metric", ""), model)
         if advice is not None:
             logger.warning(advice)
+        error = lock_save_dir(getattr(cfg, "save_dir", None), getattr(trainer, "data_parallel_world_size", 1),
+                              bool(getattr(cfg, "no_save", False)))
+        if error is not None:
+            raise UsageError(error)
         return original(cfg, trainer, **passthrough_args)
 
     load_checkpoint._fairseq_syntax = True  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ import sys
 from typing import Optional
 
 from fairseq_syntax_core import decoding_record
+from fairseq_syntax_core.databin import split_perturbation
 from fairseq_syntax_core.errors import UsageError
 from fairseq_syntax_core.interrupts import signals_deferred
 from fairseq_syntax_core.oneline import one_line
@@ -49,13 +50,15 @@ def decoded_line(cfg) -> Optional[str]:
     if found is None:
         return None
     folder, metadata = found
-    perturbation = metadata.get("perturbation")
+    subset = getattr(getattr(cfg, "dataset", None), "gen_subset", None)
+    # the rounds of perturbation that touched the split decoded (perturb --splits valid leaves test clean)
+    perturbation = split_perturbation(metadata.get("perturbation"), subset if isinstance(subset, str) else None)
     paths = getattr(getattr(cfg, "common_eval", None), "path", None)
     generation = getattr(cfg, "generation", None)
     copied = (["--score-reference"] if getattr(generation, "score_reference", False) else []) + \
         ([f"--prefix-size {generation.prefix_size}"] if (getattr(generation, "prefix_size", 0) or 0) > 0 else [])
     settings = {key: getattr(generation, key, None) for key in decoding_record.SEARCH_KEYS}
-    settings["gen_subset"] = getattr(getattr(cfg, "dataset", None), "gen_subset", None)
+    settings["gen_subset"] = subset
     return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None,
                                        copied, {k: v for k, v in settings.items() if isinstance(v, (str, int, float))})
 

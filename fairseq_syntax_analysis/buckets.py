@@ -70,7 +70,7 @@ def profile_from_data_bin(data_bin: str, split: str, source_lang: Optional[str],
         lengths.append(int(is_word.sum()))
         depths.append(sentence_depth(heads[i].numpy(), is_word))
         texts.append(task.src_dict.string(dataset.src[i], "subword_nmt"))
-    p = recorded_perturbation(task.metadata, os.path.join(data_bin, "syntax.json"))
+    p = recorded_perturbation(task.metadata, os.path.join(data_bin, "syntax.json"), split)
     return SourceProfile(np.asarray(lengths), np.asarray(depths), f"{data_bin} ({split}, {cfg.source_lang})", texts, p)
 
 

@@ -398,7 +398,9 @@ def check_decoded_data_bin(record: Optional[Dict], log: str, data_bin: str, pert
     that of ``--data-bin``: perturbing changes only the parses, so the S- lines would match either way."""
     if record is None:
         return
-    decoded = bk.recorded_perturbation({"perturbation": record.get("perturbation")}, log)
+    search = record.get("search") if isinstance(record.get("search"), dict) else {}
+    subset = search.get("gen_subset") if isinstance(search.get("gen_subset"), str) else None
+    decoded = bk.recorded_perturbation({"perturbation": record.get("perturbation")}, log, subset)
     if decoded != perturbation:
         shown = quoted(record.get("data_bin"), 80)
         raise InputError(log, None, f"was decoded on the data-bin {shown}, its parses perturbed with p = {decoded} "

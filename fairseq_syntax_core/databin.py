@@ -243,12 +243,33 @@ def required(meta: Dict, key: str, path: str) -> object:
     return meta[key]
 
 
-def recorded_perturbation(metadata: dict, path: str) -> Union[float, List[float]]:
+def split_perturbation(record: object, split: Optional[str]) -> object:
+    """The rounds of a ``perturbation`` record (fairseq-syntax-perturb's, ``previous`` chained) that perturbed
+    ``split``: a round whose ``splits`` do not name it left that split's parses as they were (None: no round did).
+    Records without ``splits`` are kept whole; ``split`` None keeps every round."""
+    if split is None:
+        return record
+    rounds = []
+    for _ in range(100):  # recorded_perturbation refuses longer chains
+        if not isinstance(record, dict):
+            break
+        splits = record.get("splits")
+        if not isinstance(splits, list) or split in splits:
+            rounds.append({k: v for k, v in record.items() if k != "previous"})
+        record = record.get("previous")
+    kept = None
+    for round_ in reversed(rounds):
+        kept = dict(round_, previous=kept) if kept is not None else round_
+    return kept
+
+
+def recorded_perturbation(metadata: dict, path: str, split: Optional[str] = None) -> Union[float, List[float]]:
     """The share of perturbed parses a data-bin records (``perturbation.p`` of fairseq-syntax-perturb; 0 when
     none): one p, or the p of each round, first first, for a copy perturbed again (``perturbation.previous``).
+    With ``split``, only the rounds that perturbed that split count (:func:`split_perturbation`).
     A record that is not what fairseq-syntax-perturb writes is refused, naming ``path`` and the key."""
     rounds: List[float] = []
-    record, key = metadata.get("perturbation"), "perturbation"
+    record, key = split_perturbation(metadata.get("perturbation"), split), "perturbation"
     while record is not None:
         p = record.get("p") if isinstance(record, dict) else None
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1 or len(rounds) >= 100:

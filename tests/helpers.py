@@ -235,11 +235,28 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
 
 
 # ------------------------------------------------------------------------------ every command
-def _evaluation(path) -> str:
+def decoded_record(*checkpoints, search=None) -> dict:
+    """The ``fairseq-syntax-decoded`` record fairseq-generate writes after decoding with ``checkpoints``
+    (beam 5 on the test split unless ``search`` says otherwise)."""
+    from fairseq_syntax_core import decoding_record
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    decoding_record.start()
+    for path in checkpoints:
+        decoding_record.note_read(str(path), load_fairseq_checkpoint(str(path)))
+    line = decoding_record.record_line("data-bin", None, search=search or {"beam": 5, "gen_subset": "test"})
+    decoding_record.start()
+    return decoding_record.parse_line(line)
+
+
+def _evaluation(path, decoded=None) -> str:
+    """An evaluation of one sentence by the system ``m``, whose log recorded ``decoded`` (see :func:`decoded_record`)."""
     stats = {"BLEU": [[0.0] * 10], "chrF2": [[0.0] * 18]}  # nothing matched: the scores they give are 0
+    system = {"name": "m", "scores": {"BLEU": 0.0, "chrF2": 0.0}}
+    if decoded is not None:
+        system["decoded"] = decoded
     path.write_text(json.dumps({"sentences": 1, "signatures": {"BLEU": "s", "chrF2": "s"},
-                                "systems": [{"name": "m", "scores": {"BLEU": 0.0, "chrF2": 0.0}}],
-                                "statistics": {"m": stats}}), encoding="utf-8")
+                                "systems": [system], "statistics": {"m": stats}}), encoding="utf-8")
     return str(path)
 
 

@@ -443,7 +443,7 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
 
     from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
 
-    from .helpers import _evaluation
+    from .helpers import _evaluation, decoded_record
 
     release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release_0_2", "checkpoints")
     ckpt = tmp_path / "ck"
@@ -455,7 +455,7 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
             state = load_fairseq_checkpoint(str(ckpt / f"checkpoint_{which}.pt"))
             edit(state)
             torch.save(state, ckpt / f"checkpoint_{which}.pt")
-    ev = _evaluation(tmp_path / "ev.json")
+    ev = _evaluation(tmp_path / "ev.json", decoded_record(ckpt / "checkpoint_best.pt"))
     text = (tmp_path / "ev.json").read_text(encoding="utf-8").replace('"m"', json.dumps(name))
     (tmp_path / "ev.json").write_text(text, encoding="utf-8")
     save_dir = "/tmp/tmp.VGhNdM64SS/transformer_dep_rel"  # as the fixture's checkpoints record it
@@ -550,9 +550,14 @@ def test_record_refuses_translations_its_generate_log_says_another_runs_checkpoi
         assert rs.cli_main(argv) == (0 if ok else 1)
         err = capsys.readouterr().err
         assert ok or "evaluates translations a checkpoint of another run made" in err, err
-    data["systems"][0]["decoded"] = ["not", "a", "record"]  # an edited evaluation: nothing to compare, no traceback
-    (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
-    assert rs.cli_main(argv) == 0
+    (tmp_path / "r2.json").unlink()  # the run's own translations were recorded above
+    for edited in (["not", "a", "record"], {"checkpoints": []}, None):  # edited, or a log cut before its record
+        data["systems"][0]["decoded"] = edited
+        (tmp_path / "ev.json").write_text(json.dumps(data), encoding="utf-8")
+        assert rs.cli_main(argv) == 1
+        err = capsys.readouterr().err
+        assert "evaluates translations whose log has no fairseq-syntax-decoded line" in err, err
+        assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r2.json").exists()
 
 
 def test_record_takes_one_runs_checkpoints_evaluation_and_log(tmp_path, capsys):

@@ -796,3 +796,87 @@ def test_an_interrupted_generate_leaves_the_results_another_run_wrote_meanwhile(
             results_file.discard_results(mine)
             raise KeyboardInterrupt
     assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "the other run's\n"
+
+
+# --- thirty-seventh pass: one fairseq-train at a time in a --save-dir ---------------------------------------------
+
+
+def test_a_second_fairseq_train_into_a_save_dir_in_use_is_refused(tmp_path):
+    """A job submitted twice: the second resumed the first's checkpoint while it trained, both wrote the same files."""
+    import fcntl
+
+    from fairseq_syntax.save_dir_lock import LOCK_FILE
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "ck").mkdir()
+    with open(tmp_path / "ck" / LOCK_FILE, "w") as held:  # as the first run holds it
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        refused = call([tool("fairseq-train"), *TINY, "--max-update", "1"], cwd=tmp_path, expect_ok=False)
+        one_line_error(refused, "fairseq-train", "--save-dir ck: another fairseq-train is training into it now")
+        assert sorted(os.listdir(tmp_path / "ck")) == [LOCK_FILE]  # nothing read, nothing written
+    _train(tmp_path, "--max-update", "1")  # released: trains
+    assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
+
+
+def test_a_refused_run_makes_no_save_dir_and_a_run_of_several_ranks_takes_no_lock(tmp_path):
+    from fairseq_syntax.save_dir_lock import LOCK_FILE, lock_save_dir
+
+    assert lock_save_dir(str(tmp_path / "missing")) is None and not (tmp_path / "missing").exists()
+    assert lock_save_dir(str(tmp_path), world_size=2) is None and not (tmp_path / LOCK_FILE).exists()
+    assert lock_save_dir(str(tmp_path), no_save=True) is None and not (tmp_path / LOCK_FILE).exists()
+    assert lock_save_dir(str(tmp_path)) is None and (tmp_path / LOCK_FILE).exists()
+    assert lock_save_dir(str(tmp_path)) is None  # this process holds it already
+
+
+# --- thirty-seventh pass: a perturbation is that of the split decoded ---------------------------------------------
+
+
+def test_a_round_of_perturbation_counts_only_for_the_splits_it_perturbed():
+    from fairseq_syntax_core.databin import recorded_perturbation, split_perturbation
+
+    valid_only = {"p": 0.5, "seed": 1, "splits": ["valid"]}
+    twice = {"p": 0.2, "seed": 2, "splits": ["test"], "previous": valid_only}
+    assert split_perturbation(valid_only, "test") is None and split_perturbation(valid_only, "valid") == valid_only
+    assert split_perturbation(twice, "test") == {"p": 0.2, "seed": 2, "splits": ["test"]}
+    assert recorded_perturbation({"perturbation": valid_only}, "syntax.json", "test") == 0.0
+    assert recorded_perturbation({"perturbation": valid_only}, "syntax.json") == 0.5  # the data-bin as a whole
+    assert recorded_perturbation({"perturbation": twice}, "syntax.json", "valid") == 0.5
+    assert recorded_perturbation({"perturbation": twice}, "syntax.json") == [0.5, 0.2]
+    assert split_perturbation({"p": 0.3}, "test") == {"p": 0.3}  # a record without its splits: kept whole
+
+
+def test_a_test_set_decoded_on_a_data_bin_perturbed_only_on_valid_is_the_clean_test_score(tmp_path):
+    """perturb --splits valid (here train, which the fixture holds): the test parses are the clean ones, so the log and the noise point are p = 0."""
+    from fairseq_syntax_analysis.run_checks import decoding_problem
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    from .conftest import call, tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "pvalid", "--p", "0.5", "--seed", "1",
+          "--splits", "train"], cwd=tmp_path)
+    checkpoint = os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt")
+    logs = {}
+    for split in ("test", "train"):
+        call([tool("fairseq-generate"), "pvalid", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+              "--path", checkpoint, "--gen-subset", split, "--beam", "1", "--batch-size", "8", "--max-len-b", "5",
+              "--results-path", f"res-{split}"], cwd=tmp_path)
+        last = (tmp_path / f"res-{split}" / f"generate-{split}.txt").read_text(encoding="utf-8").splitlines()[-1]
+        assert last.startswith(MARK)
+        logs[split] = parse_line(last)
+    assert logs["test"]["perturbation"] is None and logs["train"]["perturbation"]["p"] == 0.5
+    assert decoding_problem(logs["test"]) is None
+    references = [line for line in (tmp_path / "res-test" / "generate-test.txt").read_text(encoding="utf-8")
+                  .splitlines() if line.startswith("T-")]
+    (tmp_path / "ref.fr").write_text("".join(line.split("\t")[1].replace("@@ ", "") + "\n" for line in
+                                             sorted(references, key=lambda t: int(t.split("\t")[0][2:]))))
+    argv = [tool("fairseq-syntax-evaluate"), "--reference", "ref.fr", "--baseline",
+            "transformer_dep_rel.seed1=res-test/generate-test.txt", "--target-lang", "fr", "--split", "test",
+            "--quiet", "--no-detokenize", "--json"]
+    call(argv + ["ev-pvalid.json", "--data-bin", "pvalid"], cwd=tmp_path)
+    call(argv + ["ev-clean.json", "--data-bin", "data-bin"], cwd=tmp_path)  # the same parses: either data-bin
+    for name in ("ev-pvalid.json", "ev-clean.json"):
+        assert json.loads((tmp_path / name).read_text(encoding="utf-8"))["perturbation"] == 0.0
