@@ -291,6 +291,7 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
         from fairseq_syntax.criterions.fed_back_validation import selection_advice, selection_error
+        from fairseq_syntax.resume_settings import current_run_id
         from fairseq_syntax.save_dir_lock import lock_save_dir
 
         model = trainer.get_model() if callable(getattr(trainer, "get_model", None)) else None
@@ -304,6 +305,9 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
                               bool(getattr(cfg, "no_save", False)))
         if error is not None:
             raise UsageError(error)
+        run_id = current_run_id()
+        if run_id is not None:  # after the settings line: report record tells runs logged into one file apart
+            logger.info(f"run {run_id}: the identifier its checkpoints carry")
         return original(cfg, trainer, **passthrough_args)
 
     load_checkpoint._fairseq_syntax = True  # type: ignore[attr-defined]

@@ -399,6 +399,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if args.train_log:
             logged = logged_run(args.train_log)
             differ = _differing(logged, facts["last_identity"], ("arch", "seed", "save_dir"))
+            if not differ and logged.get("run_id") and facts.get("last_run_id") \
+                    and logged["run_id"] != facts["last_run_id"]:
+                raise InputError(args.train_log, None, f"logs the run {logged['run_id']}, not the run "
+                                 f"{facts['last_run_id']} of {one_line(checkpoints[0])}: another run's log (of the same "
+                                 "architecture, seed and folder)?")
             if differ:
                 raise InputError(args.train_log, None, f"logs the run {_shown({k: logged[k] for k in differ})}, "
                                  f"not that of {one_line(checkpoints[0])} ("

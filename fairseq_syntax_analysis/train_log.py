@@ -36,6 +36,9 @@ _START = re.compile(r"\| fairseq_cli\.train \| (?:\{'_name'|Namespace\()")
 #: fairseq-train starting from scratch: the invocations logged before it trained another run
 _FRESH = re.compile(r"\| fairseq\.trainer \| No existing checkpoint found")
 
+#: the run identifier fairseq-train logs once it has read its settings (``fairseq_syntax.compat``)
+_RUN_ID = re.compile(r"\| fairseq_syntax\.compat \| run ([0-9a-f]{32}):")
+
 #: a setting in the settings line (``'seed': 1`` of the dict, ``seed=1`` of a Namespace): its first occurrence
 _SETTING = {key: re.compile(rf"(?:'{key}': |[(,] {key}=)(?:'((?:[^'\\]|\\.)*)'|(-?\d+))")
             for key in ("seed", "arch", "save_dir")}
@@ -169,11 +172,14 @@ def training_seconds(path: str) -> Optional[float]:
 def logged_run(path: str) -> Dict[str, object]:
     """The architecture, seed and save folder in the settings line of the last fairseq-train invocation ``path``
     logs (the run a resumed log ends with), as :func:`fairseq_syntax_core.decoding_record.run_identity` reads them from
-    a checkpoint; empty when no settings line is logged."""
+    a checkpoint, and the identifier of its run (``run_id``) when it logs one; empty when no settings line is logged."""
     found: Dict[str, object] = {}
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in iter(lambda: handle.readline(MAX_LINE), ""):
+                run = _RUN_ID.search(line) if found else None
+                if run is not None:
+                    found["run_id"] = run.group(1)
                 if not _START.search(line):
                     continue
                 found = {}

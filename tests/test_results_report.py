@@ -433,7 +433,7 @@ def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
 
 
 def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_seed=1, max_update="60",
-                logged_loss="1.228", extra=(), edit_last=None):
+                logged_loss="1.228", extra=(), edit_last=None, logged_run_id=None):
     """record on the 0.2.0 fixture's checkpoint as one run's checkpoint_last/best, checkpoint_best's settings
     edited by ``edit_best``, an evaluation of the system ``name`` and a training log of seed ``log_seed``."""
     import os
@@ -462,7 +462,10 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
     log = tmp_path / "train.log"
     log.write_text(f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'seed': {log_seed}}}, "
                    f"'model': Namespace(_name='transformer_dep_rel', arch='transformer_dep_rel', seed={log_seed}), "
-                   f"'checkpoint': {{'save_dir': '{save_dir}'}}}}\n2026-01-01 10:00:01 | INFO | valid | valid on 'valid' "
+                   f"'checkpoint': {{'save_dir': '{save_dir}'}}}}\n"
+                   + (f"2026-01-01 10:00:00 | INFO | fairseq_syntax.compat | run {logged_run_id}: the identifier its "
+                      "checkpoints carry\n" if logged_run_id else "")
+                   + f"2026-01-01 10:00:01 | INFO | valid | valid on 'valid' "
                    f"subset | loss {logged_loss} | nll_loss 3.2 | num_updates 60\n", encoding="utf-8")
     return rs.cli_main(["record", "--model", "transformer_dep_rel", "--seed", "1", "--max-update", max_update,
                         "--save-dir", str(ckpt), "--eval", f"t={ev}", "--train-log", str(log),
@@ -590,3 +593,19 @@ def test_record_refuses_a_train_log_of_another_run_and_a_patience_not_the_runs(t
     assert _record_run(tmp_path, extra=("--patience", "1"), edit_last=patience) == 1
     assert "checkpoint_last.pt: was trained with --patience 5, not the --patience 1 given" in capsys.readouterr().err
     assert _record_run(tmp_path, extra=("--patience", "5"), edit_last=patience) == 0
+
+
+def _run_id(state, run_id="a" * 32):
+    state.setdefault("task_state", {})["run_id"] = run_id
+
+
+def test_record_refuses_the_train_log_of_another_run_of_the_same_arch_seed_and_folder(tmp_path, capsys):
+    """fairseq-train logs the identifier of its run: two runs logged alike (and alike in value) are told apart."""
+    assert _record_run(tmp_path, edit_best=_run_id, edit_last=_run_id, logged_run_id="a" * 32) == 0, \
+        capsys.readouterr().err
+    capsys.readouterr()
+    (tmp_path / "r.json").unlink()
+    assert _record_run(tmp_path, edit_best=_run_id, edit_last=_run_id, logged_run_id="b" * 32) == 1
+    err = capsys.readouterr().err
+    assert f"train.log: logs the run {'b' * 32}, not the run {'a' * 32} of" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()

@@ -880,3 +880,17 @@ def test_a_test_set_decoded_on_a_data_bin_perturbed_only_on_valid_is_the_clean_t
     call(argv + ["ev-clean.json", "--data-bin", "data-bin"], cwd=tmp_path)  # the same parses: either data-bin
     for name in ("ev-pvalid.json", "ev-clean.json"):
         assert json.loads((tmp_path / name).read_text(encoding="utf-8"))["perturbation"] == 0.0
+
+
+def test_fairseq_train_logs_the_identifier_its_checkpoints_carry(tmp_path):
+    from fairseq_syntax_analysis.train_log import logged_run
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    log = tmp_path / "train.log"  # as the recipes keep it: fairseq-train's output, appended at each resume
+    log.write_text(_train(tmp_path, "--max-update", "1").stdout, encoding="utf-8")
+    carried = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]["run_id"]
+    assert logged_run(str(log))["run_id"] == carried
+    with open(log, "a", encoding="utf-8") as handle:  # resumed: the same run, the same identifier
+        handle.write(_train(tmp_path, "--max-update", "2").stdout)
+    assert logged_run(str(log))["run_id"] == carried
