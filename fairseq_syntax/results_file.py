@@ -6,11 +6,12 @@ write through it."""
 import contextlib
 import os
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from fairseq_syntax_core import decoding_record
 from fairseq_syntax_core.databin import split_perturbation
 from fairseq_syntax_core.errors import UsageError
+from fairseq_syntax_core.file_lock import LockFileError, release, try_lock
 from fairseq_syntax_core.interrupts import signals_deferred
 from fairseq_syntax_core.oneline import one_line
 
@@ -24,9 +25,10 @@ def generate_main(original, cfg, output_file):
     ``generate-SPLIT.txt`` left behind); so is the empty or partial file of a run that a refusal, a failure or an
     interruption stops."""
     decoding_record.start()
+    digested = DigestedOutput(output_file)
     try:
-        result = original(cfg, output_file)
-        line = decoded_line(cfg)
+        result = original(cfg, digested)
+        line = decoded_line(cfg, digested.digest.hexdigest())
         if line is not None:
             print(line, file=output_file, flush=True)
         return result
@@ -40,7 +42,29 @@ def generate_main(original, cfg, output_file):
         raise
 
 
-def decoded_line(cfg) -> Optional[str]:
+class DigestedOutput:
+    """fairseq-generate's output, passed through, its sentence lines counted in a
+    :class:`~fairseq_syntax_core.decoding_record.LinesDigest` (the record vouches for those lines only)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._pending = ""
+        self.digest = decoding_record.LinesDigest()
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        self._pending += text
+        if "\n" in self._pending:
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self.digest.add(line)
+        return written
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def decoded_line(cfg, lines_sha256: Optional[str] = None) -> Optional[str]:
     """The ``fairseq-syntax-decoded`` line of a decoding with this plugin's task (None for other tasks)."""
     from fairseq import utils
 
@@ -60,7 +84,8 @@ def decoded_line(cfg) -> Optional[str]:
     settings = {key: getattr(generation, key, None) for key in decoding_record.SEARCH_KEYS}
     settings["gen_subset"] = subset
     return decoding_record.record_line(folder, perturbation, utils.split_paths(paths) if isinstance(paths, str) else None,
-                                       copied, {k: v for k, v in settings.items() if isinstance(v, (str, int, float))})
+                                       copied, {k: v for k, v in settings.items() if isinstance(v, (str, int, float))},
+                                       lines_sha256)
 
 
 def _empty(path: str) -> bool:
@@ -114,19 +139,44 @@ def earlier_results_kept(cfg):
                 else "not a regular file, which fairseq-generate cannot write")
         raise UsageError(f"--results-path {one_line(folder)}: generate-{one_line(subset)}.txt there is {what}: "
                          "remove it, or give another folder")
-    if not os.path.isfile(path):
-        yield
-        return
-    kept = os.path.join(folder, f".generate-{subset}.txt.kept-{os.getpid()}")
-    os.replace(path, kept)
+    lock = _lock_results(folder, subset)
     try:
-        yield
-    except BaseException:
-        with signals_deferred():
-            if not os.path.lexists(path) or _empty(path):  # the earlier results back over this run's empty file,
-                os.replace(kept, path)                             # unless another run has written there since
-            else:
-                print(f"fairseq-generate: warning: another run wrote {one_line(path)} meanwhile: the earlier results "
-                      f"are kept as {one_line(kept)}", file=sys.stderr)
-        raise
-    os.remove(kept)
+        if not os.path.isfile(path):
+            yield
+            return
+        kept = os.path.join(folder, f".generate-{subset}.txt.kept-{os.getpid()}")
+        os.replace(path, kept)
+        try:
+            yield
+        except BaseException:
+            with signals_deferred():
+                if not os.path.lexists(path) or _empty(path):  # the earlier results back over this run's empty file,
+                    os.replace(kept, path)                             # unless another run has written there since
+                else:
+                    print(f"fairseq-generate: warning: another run wrote {one_line(path)} meanwhile: the earlier "
+                          f"results are kept as {one_line(kept)}", file=sys.stderr)
+            raise
+        os.remove(kept)
+    finally:
+        if lock is not None:
+            release(*lock)
+
+
+def _lock_results(folder: str, subset: str) -> Optional[Tuple[str, int]]:
+    """Hold the lock of ``generate-SUBSET.txt`` in ``folder`` for this run (a lock file beside it, removed at the
+    end): a second fairseq-generate writing the same file at once is refused (both opened it with "w", and the
+    one that finished last lost its translations). None when the folder is not there yet (fairseq makes it)."""
+    if not os.path.isdir(folder):
+        return None
+    name = f".generate-{subset}.txt.lock"
+    path = os.path.join(folder, name)
+    try:
+        handle = try_lock(path)
+    except LockFileError as error:
+        raise UsageError(f"--results-path {one_line(folder)}: its lock file {one_line(name)} cannot be opened "
+                         f"({error.strerror}): remove what is in its place, or give another folder") from None
+    if handle is None:
+        raise UsageError(f"--results-path {one_line(folder)}: another fairseq-generate is writing "
+                         f"generate-{one_line(subset)}.txt there now (it holds {one_line(name)}): wait for it, or "
+                         "give another folder")
+    return path, handle

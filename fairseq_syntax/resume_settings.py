@@ -10,11 +10,11 @@
 * **--reset-optimizer.** fairseq restarts the update count at 0 (``--max-update`` and the learning-rate
   schedule count from there) and says only "@ 0 updates". Warned, with the count the checkpoint had; the counts
   at which a run restarted are carried in its checkpoints' task state (``update_restarts``, through
-  :data:`RESTARTS_ENV` so that processes fairseq spawns see them), and ``fairseq-syntax-report record``
+  :data:`CARRIED_ENV` so that processes fairseq spawns see them), and ``fairseq-syntax-report record``
   refuses such a run: it is not one run under ``--max-update``. Likewise ``--reset-dataloader`` on a resume
   (fairseq starts the epochs again at epoch 1: ``epoch_restarts``).
 * **Which run a checkpoint belongs to.** A run draws an identifier when it starts and every resume keeps it
-  (``run_id`` in the task state, through :data:`RUN_ID_ENV`): ``report record`` refuses a
+  (``run_id`` in the task state, carried the same way): ``report record`` refuses a
   ``checkpoint_best.pt`` of another run left in the same folder.
 * **Resumed from another checkpoint.** ``--restore-file`` naming anything but the run's own
   ``checkpoint_last.pt`` (another folder's, an earlier one, ``--continue-once``) is carried
@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import uuid
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from fairseq_syntax_core.decoding_record import (  # noqa: F401
     EPOCH_RESTARTS_KEY, FINETUNED_KEY, METER_RESETS_KEY, RESTARTS_KEY, RESTORED_KEY, RUN_ID_KEY, SEEDS_KEY, STALLED_KEY,
@@ -39,14 +39,12 @@ from fairseq_syntax_core.oneline import one_line
 
 logger = logging.getLogger(__name__)
 
-#: the environment variable that hands them from the check to the task (and to the processes fairseq spawns)
-RESTARTS_ENV = "FAIRSEQ_SYNTAX_UPDATE_RESTARTS"
-EPOCH_RESTARTS_ENV = "FAIRSEQ_SYNTAX_EPOCH_RESTARTS"
-METER_RESETS_ENV = "FAIRSEQ_SYNTAX_METER_RESETS"
-RUN_ID_ENV = "FAIRSEQ_SYNTAX_RUN_ID"
-FINETUNED_ENV = "FAIRSEQ_SYNTAX_FINETUNED_FROM"
-RESTORED_ENV = "FAIRSEQ_SYNTAX_RESTORED_FROM"
-SEEDS_ENV = "FAIRSEQ_SYNTAX_SEEDS"
+#: the environment variable that hands what a run carries from the check to the task (and to the processes fairseq
+#: spawns): one JSON object, keyed as the task state keeps it
+CARRIED_ENV = "FAIRSEQ_SYNTAX_CARRIED"
+#: the keys it holds: counts (lists of updates or seeds), and paths or the run's identifier (text)
+COUNT_KEYS = (RESTARTS_KEY, EPOCH_RESTARTS_KEY, METER_RESETS_KEY, SEEDS_KEY)
+TEXT_KEYS = (RUN_ID_KEY, FINETUNED_KEY, RESTORED_KEY)
 
 #: the settings that decide how an epoch is cut into batches: (section, key, flag)
 BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
@@ -82,21 +80,19 @@ def resumed_checkpoint(cfg: Any) -> Optional[str]:
 
 def resume_error(cfg: Any) -> Optional[str]:
     """Why fairseq-train must not resume as ``cfg`` asks, or None (after warning of a restarted update count)."""
-    for name in (RESTARTS_ENV, EPOCH_RESTARTS_ENV, METER_RESETS_ENV, RUN_ID_ENV, FINETUNED_ENV, RESTORED_ENV,
-                 SEEDS_ENV):
-        os.environ.pop(name, None)
+    os.environ.pop(CARRIED_ENV, None)
     seed = getattr(getattr(cfg, "common", None), "seed", None)
     checkpoint = getattr(cfg, "checkpoint", None)
     path = resumed_checkpoint(cfg)
     resets = [getattr(checkpoint, f"reset_{k}", False) for k in ("optimizer", "dataloader", "meters")]
     own = path is not None and _own_last(checkpoint, path)  # a run started again, however --restore-file names it
     if path is None:
-        os.environ[RUN_ID_ENV] = uuid.uuid4().hex  # a run starts: its checkpoints carry this
+        _hand_on(RUN_ID_KEY, uuid.uuid4().hex)  # a run starts: its checkpoints carry this
         if type(seed) is int:
-            os.environ[SEEDS_ENV] = json.dumps([seed])
+            _hand_on(SEEDS_KEY, [seed])
         start = getattr(checkpoint, "finetune_from_model", None)
         if start:  # fairseq reads those weights on this first launch only; later resumes forget the flag
-            os.environ[FINETUNED_ENV] = os.path.normpath(str(start))
+            _hand_on(FINETUNED_KEY, os.path.normpath(str(start)))
         return None
     from fairseq_syntax_core.errors import CheckpointError
 
@@ -114,21 +110,21 @@ def resume_error(cfg: Any) -> Optional[str]:
     # from 0 again, as with --reset-optimizer
     recount = resets[0] or state.get("last_optimizer_state") is None
     held = "" if resets[0] else " and holds no optimizer state (saved with --no-save-optimizer-state)"
-    _carry(RESTARTS_ENV, update_restarts(state), recount, updates,
+    _carry(RESTARTS_KEY, update_restarts(state), recount, updates,
            f"{'--reset-optimizer: ' if resets[0] else ''}{shown}{held}; this run counts its updates from 0 again "
            "(--max-update and the learning-rate schedule too)")
-    _carry(EPOCH_RESTARTS_ENV, epoch_restarts(state), resets[1], updates,
+    _carry(EPOCH_RESTARTS_KEY, epoch_restarts(state), resets[1], updates,
            f"--reset-dataloader: {shown}; fairseq starts the epochs again at epoch 1 (the batches trained are trained "
            "again)")
     if stored_run_id(state) is not None:  # a run started before runs carried one keeps none
-        os.environ[RUN_ID_ENV] = stored_run_id(state)
+        _hand_on(RUN_ID_KEY, stored_run_id(state))
     if isinstance(carried(state, FINETUNED_KEY), str):
-        os.environ[FINETUNED_ENV] = carried(state, FINETUNED_KEY)
+        _hand_on(FINETUNED_KEY, carried(state, FINETUNED_KEY))
     _carry_seeds(state, seed, path)
     restored = carried(state, RESTORED_KEY)
     if isinstance(restored, str) or not own:  # the first checkpoint it was resumed from other than its own last
-        os.environ[RESTORED_ENV] = restored if isinstance(restored, str) else os.path.normpath(path)
-    _carry(METER_RESETS_ENV, meter_resets(state), resets[2], updates,
+        _hand_on(RESTORED_KEY, restored if isinstance(restored, str) else os.path.normpath(path))
+    _carry(METER_RESETS_KEY, meter_resets(state), resets[2], updates,
            f"--reset-meters: {shown}; fairseq forgets the best validation value, so the next validation replaces "
            "checkpoint_best.pt even if worse")
     _restore_patience(cfg, state, path, resets[2] or not own)
@@ -171,7 +167,7 @@ def _carry_seeds(state: dict, seed: Any, path: str) -> None:
     if type(seed) is int and (not seeds or seed != seeds[-1]):
         seeds = seeds + [seed]
     if seeds:
-        os.environ[SEEDS_ENV] = json.dumps(seeds)
+        _hand_on(SEEDS_KEY, seeds)
 
 
 def _own_last(checkpoint: Any, path: str) -> bool:
@@ -185,14 +181,42 @@ def _own_last(checkpoint: Any, path: str) -> bool:
         return False
 
 
-def _carry(env: str, counts: List[int], reset: bool, updates: Any, warning: str) -> None:
+def _carry(key: str, counts: List[int], reset: bool, updates: Any, warning: str) -> None:
     """One kind of restart a checkpoint carries: this resume's update count is added when it restarts (``reset``,
-    with ``warning``), and the counts go to the task through ``env`` (and to the processes fairseq spawns)."""
+    with ``warning``), and the counts go to the task as ``key`` (and to the processes fairseq spawns)."""
     if reset and isinstance(updates, int) and updates > 0:
         counts.append(updates)
         logger.warning(f"{warning}, and fairseq-syntax-report record will not take it as one run")
     if counts:
-        os.environ[env] = json.dumps(counts)
+        _hand_on(key, counts)
+
+
+def _hand_on(key: str, value: Any) -> None:
+    """Add ``key`` to what this process carries into the checkpoints it saves (:data:`CARRIED_ENV`)."""
+    record = dict(_carried_record(), **{key: value})
+    os.environ[CARRIED_ENV] = json.dumps(record, sort_keys=True)
+
+
+def _carried_record() -> Dict[str, Any]:
+    try:
+        record = json.loads(os.environ.get(CARRIED_ENV, "{}"))
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def carried_now() -> Dict[str, Any]:
+    """What this training process carries into the checkpoints it saves (:func:`resume_error` set it), keyed as the
+    task state keeps it: only well-formed values (lists of counts, texts)."""
+    kept: Dict[str, Any] = {}
+    for key, value in _carried_record().items():
+        if key in COUNT_KEYS and isinstance(value, list) and value:
+            counts = [c for c in value if isinstance(c, int) and not isinstance(c, bool)]
+            if counts:
+                kept[key] = counts
+        elif key in TEXT_KEYS and isinstance(value, str) and value:
+            kept[key] = value
+    return kept
 
 
 def _restore_patience(cfg: Any, state: dict, path: str, forget: bool) -> None:
@@ -354,31 +378,27 @@ def resumed_state(cfg: Any) -> dict:
             "finetune_from_model": getattr(checkpoint, "finetune_from_model", None) is not None}
 
 
-def current_restarts(name: str = RESTARTS_ENV) -> List[int]:
-    """The restarts this training process carries into the checkpoints it saves (:func:`resume_error` set them):
-    of the update count (:data:`RESTARTS_ENV`) or of the epochs (:data:`EPOCH_RESTARTS_ENV`)."""
-    try:
-        counts = json.loads(os.environ.get(name, "[]"))
-    except ValueError:
-        return []
-    return [c for c in counts if isinstance(c, int) and not isinstance(c, bool)] if isinstance(counts, list) else []
+def current_restarts(key: str = RESTARTS_KEY) -> List[int]:
+    """The counts this training process carries (:func:`carried_now`): restarts of the update count
+    (``update_restarts``), of the epochs (``epoch_restarts``), meter resets, or the seeds trained under."""
+    return list(carried_now().get(key, []))
 
 
 def current_seeds() -> List[int]:
     """The seeds this run trained under (carried), the one it started with first."""
-    return current_restarts(SEEDS_ENV)
+    return current_restarts(SEEDS_KEY)
 
 
 def current_restored() -> Optional[str]:
     """The checkpoint other than its own last that this run was resumed from (carried), or None."""
-    return os.environ.get(RESTORED_ENV) or None
+    return carried_now().get(RESTORED_KEY)
 
 
 def current_finetuned() -> Optional[str]:
     """The weights this run started from (``--finetune-from-model`` of its first launch), or None."""
-    return os.environ.get(FINETUNED_ENV) or None
+    return carried_now().get(FINETUNED_KEY)
 
 
 def current_run_id() -> Optional[str]:
     """The identifier of the run this training process continues or starts (None: a run older than identifiers)."""
-    return os.environ.get(RUN_ID_ENV) or None
+    return carried_now().get(RUN_ID_KEY)

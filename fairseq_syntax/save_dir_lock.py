@@ -6,16 +6,17 @@ so ``report record`` cannot tell). A single-process run holds an exclusive lock 
 ``--save-dir`` from the moment it would load its checkpoint (fairseq-train has made the folder by then, so a run
 refused earlier leaves no folder) for as long as it lives; a second is refused before it reads anything.
 
-The lock is POSIX (``lockf``): forked data-loader workers do not inherit it, so a killed run frees it at once.
+The lock is POSIX (:mod:`fairseq_syntax_core.file_lock`): forked data-loader workers do not inherit it, so a
+killed run frees it at once.
 Runs of several ranks are not locked: their processes start apart, on nodes whose shared file systems may not
 honour locks. The lock file stays (removing it would race with a run opening it); it matches no checkpoint
 pattern of fairseq's.
 """
 
-import fcntl
 import os
 from typing import Dict, Optional
 
+from fairseq_syntax_core.file_lock import LockFileError, try_lock
 from fairseq_syntax_core.oneline import one_line
 
 #: the lock file, in --save-dir
@@ -24,9 +25,9 @@ _held: Dict[str, int] = {}  # real path of a --save-dir -> the open file this pr
 
 
 def lock_save_dir(save_dir: object, world_size: object = 1, no_save: bool = False) -> Optional[str]:
-    """Lock ``save_dir`` for this process, or say why not: another ``fairseq-train`` holds it (None: locked,
-    or not locked: several ranks, ``--no-save``, a folder that is not there or cannot be written, where
-    fairseq says why when it saves)."""
+    """Lock ``save_dir`` for this process, or say why not: another ``fairseq-train`` holds it, or its lock file
+    cannot be opened as one (a folder or a link in its place: a run that went on unlocked could share the folder).
+    None: locked, or not locked (several ranks, ``--no-save``, a folder that is not there)."""
     if no_save or not isinstance(save_dir, str) or not os.path.isdir(save_dir):
         return None
     if isinstance(world_size, int) and world_size > 1:
@@ -34,15 +35,13 @@ def lock_save_dir(save_dir: object, world_size: object = 1, no_save: bool = Fals
     key = os.path.realpath(save_dir)
     if key in _held:  # this process holds it already (a second main() in one process)
         return None
-    path = os.path.join(save_dir, LOCK_FILE)
     try:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError:
-        return None
-    try:
-        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(handle)
+        handle = try_lock(os.path.join(save_dir, LOCK_FILE))
+    except LockFileError as error:
+        return (f"--save-dir {one_line(save_dir)[:160]}: its lock file {LOCK_FILE} cannot be opened ({error.strerror}): "
+                "without it another fairseq-train could train into the same folder; remove what is in its place, "
+                "or give another --save-dir")
+    if handle is None:
         return (f"--save-dir {one_line(save_dir)[:160]}: another fairseq-train is training into it now (it holds "
                 f"{LOCK_FILE}): two runs would write the same checkpoints; wait for it, or give another --save-dir")
     _held[key] = handle

@@ -350,7 +350,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         check_decoded_seed(decoded[n], p, n)
     if args.data_bin:
         for n, p in specs:
-            check_decoded_data_bin(decoded[n], p, args.data_bin, profile.perturbation)
+            check_decoded_data_bin(decoded[n], p, args.data_bin, profile.perturbation, args.split)
     report = evaluate(references, systems, profile, args.length_buckets, args.depth_buckets,
                       args.bootstrap_samples, args.seed, args.alpha, quiet=args.quiet, ribes=args.ribes)
     for entry in report["systems"]:
@@ -393,19 +393,30 @@ def check_decoded_seed(record: Optional[Dict], log: str, name: str) -> None:
                          f"line), but the system is named {quoted(name, 60)}: name it after the seed it is")
 
 
-def check_decoded_data_bin(record: Optional[Dict], log: str, data_bin: str, perturbation) -> None:
-    """The parse perturbation of the data-bin a log was decoded on (its ``fairseq-syntax-decoded`` line) must be
-    that of ``--data-bin``: perturbing changes only the parses, so the S- lines would match either way."""
+def check_decoded_data_bin(record: Optional[Dict], log: str, data_bin: str, perturbation, split: str) -> None:
+    """The split and the parse perturbation (each round's p and seed) a log was decoded on (its
+    ``fairseq-syntax-decoded`` line) must be those of ``--split`` in ``--data-bin``: perturbing changes only the
+    parses, so the S- lines would match either way."""
+    from fairseq_syntax.data.data_bin_checks import read_metadata
+    from fairseq_syntax_core.databin import METADATA_FILE, perturbation_rounds
+
     if record is None:
         return
     search = record.get("search") if isinstance(record.get("search"), dict) else {}
     subset = search.get("gen_subset") if isinstance(search.get("gen_subset"), str) else None
+    if subset is not None and subset != split:
+        raise InputError(log, None, f"was decoded on the split {quoted(subset, 40)} (its fairseq-syntax-decoded line), "
+                         f"not the --split {one_line(split)} evaluated: give the split it decoded")
     decoded = bk.recorded_perturbation({"perturbation": record.get("perturbation")}, log, subset)
-    if decoded != perturbation:
-        shown = quoted(record.get("data_bin"), 80)
-        raise InputError(log, None, f"was decoded on the data-bin {shown}, its parses perturbed with p = {decoded} "
-                         f"(its fairseq-syntax-decoded line); --data-bin {one_line(data_bin)} is perturbed with p = "
-                         f"{perturbation}: give the data-bin it decoded")
+    given = read_metadata(os.path.join(data_bin, METADATA_FILE)).get("perturbation")
+    if decoded != perturbation or perturbation_rounds(record.get("perturbation"), subset) != \
+            perturbation_rounds(given, split):
+        def shown(rounds):
+            return " then ".join(f"p = {quoted(p, 20)} seed {quoted(s, 20)}" for p, s in rounds) or "none"
+        raise InputError(log, None, f"was decoded on the data-bin {quoted(record.get('data_bin'), 80)}, its parses "
+                         f"perturbed with p = {decoded} ({shown(perturbation_rounds(record.get('perturbation'), subset))}"
+                         f"; its fairseq-syntax-decoded line); --data-bin {one_line(data_bin)} is perturbed with p = "
+                         f"{perturbation} ({shown(perturbation_rounds(given, split))}): give the data-bin it decoded")
 
 
 if __name__ == "__main__":

@@ -198,15 +198,21 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
 
 
 def decoding_of(path: str) -> Optional[Dict]:
-    """What a ``fairseq-generate`` log says it decoded: its last ``fairseq-syntax-decoded`` line
-    (:mod:`fairseq_syntax_core.decoding_record`, within the last 1 MiB), or None (plain text, older logs)."""
-    from fairseq_syntax_core.decoding_record import FROM_REFERENCE_KEY, MARK, parse_line
+    """What a ``fairseq-generate`` log says it decoded: its ``fairseq-syntax-decoded`` line
+    (:mod:`fairseq_syntax_core.decoding_record`, wherever it is in the file), or None (plain text, older logs)."""
+    from fairseq_syntax_core.decoding_record import FROM_REFERENCE_KEY, LINES_KEY, MARK, LinesDigest, parse_line
 
+    mark = MARK.encode("utf-8")
+    marked = []
+    digest = LinesDigest()
     with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - (1 << 20)))
-        tail = handle.read().decode("utf-8", errors="replace").splitlines()
-    marked = [line for line in tail if line.startswith(MARK)]
+        for raw in handle:  # the whole log: lines appended after the record must not hide it
+            if raw.startswith(mark):
+                marked.append(raw.decode("utf-8", errors="replace"))
+                if len(marked) > 100:
+                    break
+            elif raw[:1] in b"SHDTP":
+                digest.add(raw.decode("utf-8", errors="surrogateescape"))
     if len(marked) > 1:
         raise TranslationFileError(path, None, f"holds {len(marked)} {MARK} lines: two fairseq-generate runs in one "
                                    "file, or an edited one?")
@@ -215,6 +221,9 @@ def decoding_of(path: str) -> Optional[Dict]:
     record = parse_line(marked[0])
     if record is None:
         raise TranslationFileError(path, None, f"its {MARK} line is not what fairseq-generate writes (edited?)")
+    if LINES_KEY in record and record[LINES_KEY] != digest.hexdigest():
+        raise TranslationFileError(path, None, f"its sentence lines (S-, T-, H-, D-, P-) are not those its {MARK} line "
+                                   "was written with: edited, cut, or put together from several logs; decode again")
     copied = record.get(FROM_REFERENCE_KEY)
     if copied:
         raise TranslationFileError(path, None, f"was decoded with {quoted(copied, 60)} (its {MARK} line): its "

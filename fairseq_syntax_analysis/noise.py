@@ -11,6 +11,7 @@ from fairseq_syntax_core.oneline import one_line, quoted
 
 from .rendering import legend, plot_text
 from .result_format import is_number, statistics_rows
+from .run_checks import missing_record_problem
 from .scoring import corpus_score, make_metric
 
 
@@ -20,6 +21,7 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     seen: Dict[str, Tuple[str, str, tuple]] = {}  # model -> its first point's file, system and (reference, sentences)
     runs: Dict[str, Tuple[str, Optional[str]]] = {}  # model -> its first point's file and the run its log records
     files: Dict[str, str] = {}  # a point's file (real path) -> its --point
+    unrecorded: Optional[InputError] = None  # the first point whose log records nothing of what it decoded
     for spec in specs:
         key, sep, path = spec.partition("=")
         model, sep2, p = key.rpartition(":")
@@ -86,8 +88,13 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
             raise InputError(path, None, f"evaluates translations of {_run_text(run)}, {first_run[0]} of "
                              f"{_run_text(first_run[1])}: the points of {quoted(model, 60)} must be one checkpoint's "
                              "(perturb the data-bin, not the model)")
+        missing = missing_record_problem(systems[0].get("decoded"), "a noise point")
+        if missing is not None and unrecorded is None:  # the p its log records is checked against --data-bin's
+            unrecorded = InputError(path, None, missing)  # only with it (said after what the points contradict)
         seen.setdefault(model, (path, system, test))
         points.setdefault(model, []).append((prob, float(bleu)))
+    if unrecorded is not None:
+        raise unrecorded
     return {m: sorted(v) for m, v in points.items()}
 
 

@@ -12,10 +12,10 @@ from typing import Dict, Optional
 from fairseq_syntax_core.decoding_record import (
     FINETUNED_KEY, RESTORED_KEY, SEARCH_KEY, SEEDS_KEY, STALLED_KEY, carried, carried_problem, epoch_restarts, meter_resets, stored_run_id, update_restarts,
 )
-from fairseq_syntax_core.databin import split_perturbation
+from fairseq_syntax_core.databin import perturbation_rounds
 from fairseq_syntax_core.oneline import quoted
 
-__all__ = ["decoding_problem", "decoding_settings", "best_value_problem", "logged_best_problem", "one_run_problem", "run_id_problem", "run_patience"]
+__all__ = ["missing_record_problem", "decoding_problem", "decoding_settings", "best_value_problem", "logged_best_problem", "one_run_problem", "run_id_problem", "run_patience"]
 
 
 def one_run_problem(state: Dict) -> Optional[str]:
@@ -109,17 +109,25 @@ def logged_best_problem(logged: Dict, facts: Dict) -> Optional[str]:
             f"{best:g}: the log of another run (in the same folder?)")
 
 
+def missing_record_problem(record: object, needed: str = "a result") -> Optional[str]:
+    """Why an evaluation without the ``fairseq-syntax-decoded`` record of its log cannot be used (every check of
+    the run would be skipped: a cut log passed for a complete one), or None when it has one."""
+    if isinstance(record, dict) and isinstance(record.get("checkpoints"), list) and record["checkpoints"]:
+        return None
+    return ("evaluates translations whose log has no fairseq-syntax-decoded line (plain text, a fairseq-generate "
+            f"log cut before its last lines, or one of a release before it was written): {needed} needs the "
+            "complete log of fairseq-generate, which records what it decoded; decode again")
+
+
 def decoding_problem(record: object) -> Optional[str]:
     """Why the translations a generate log's ``fairseq-syntax-decoded`` record describes are not a test score of
     the run (parses perturbed, sampled, a validation split, or no record at all), or None."""
-    if not isinstance(record, dict) or not isinstance(record.get("checkpoints"), list) or not record["checkpoints"]:
-        # without it every check of the run would be skipped: a cut log passed for a complete one
-        return ("evaluates translations whose log has no fairseq-syntax-decoded line (plain text, a fairseq-generate "
-                "log cut before its last lines, or one of a release before it was written): a result needs the "
-                "complete log of fairseq-generate, which records what it decoded; decode again")
+    missing = missing_record_problem(record)
+    if missing is not None:
+        return missing
     search = record.get(SEARCH_KEY) if isinstance(record.get(SEARCH_KEY), dict) else {}
     subset = search.get("gen_subset") if isinstance(search.get("gen_subset"), str) else None
-    if split_perturbation(record.get("perturbation"), subset) is not None:  # the decoded split's parses
+    if perturbation_rounds(record.get("perturbation"), subset):  # the decoded split's parses, p = 0 as parsed
         return (f"evaluates translations of a data-bin whose parses were perturbed ({quoted(record['perturbation'], 80)}"
                 ", its generate log records): a result is the clean test score; perturbed ones go to report noise")
     if search.get("sampling"):

@@ -263,6 +263,20 @@ def split_perturbation(record: object, split: Optional[str]) -> object:
     return kept
 
 
+def perturbation_rounds(record: object, split: Optional[str] = None) -> List[Tuple[object, object]]:
+    """What decides the parses of ``split`` in a ``perturbation`` record: (p, seed) of each round that perturbed it,
+    first first, rounds with p = 0 left out (they changed nothing). Empty: the parses as parsed."""
+    rounds = []
+    record = split_perturbation(record, split)
+    for _ in range(100):
+        if not isinstance(record, dict):
+            break
+        if record.get("p") != 0:
+            rounds.append((record.get("p"), record.get("seed")))
+        record = record.get("previous")
+    return rounds[::-1]
+
+
 def recorded_perturbation(metadata: dict, path: str, split: Optional[str] = None) -> Union[float, List[float]]:
     """The share of perturbed parses a data-bin records (``perturbation.p`` of fairseq-syntax-perturb; 0 when
     none): one p, or the p of each round, first first, for a copy perturbed again (``perturbation.previous``).

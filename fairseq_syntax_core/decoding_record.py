@@ -7,10 +7,16 @@ data-bin decoded, its folder and the parse perturbation its ``syntax.json`` reco
 None when clean). ``fairseq-syntax-evaluate`` copies the record into its JSON and refuses a ``--data-bin`` of
 another perturbation; ``fairseq-syntax-report record`` refuses translations another run's checkpoint made. Logs
 of earlier releases, or of fairseq without the plugin, have no such line: nothing is compared.
+
+The record also holds a SHA-256 of the log's sentence lines (``S-``, ``T-``, ``H-``, ``D-``, ``P-``, in the order
+written: :class:`LinesDigest`), so that a record cannot vouch for lines it was not written with (a log cut, spliced
+from two logs, or given another log's record).
 """
 
+import hashlib
 import json
 import os
+import re
 from typing import Any, Dict, List, Optional
 
 #: the first field of the line
@@ -25,6 +31,27 @@ IDENTITY_KEYS = {"arch": ("model",), "seed": ("common",), "save_dir": ("checkpoi
 PROVENANCE_ARG = "syntax_provenance"
 #: what of that provenance says which data a run trained on (the same for every seed of one system)
 TRAINING_DATA_KEYS = ("dictionaries_sha256", "bpe_codes_sha256", "perturbation")
+
+#: the key of the digest of the sentence lines, and the lines it covers
+LINES_KEY = "lines_sha256"
+SENTENCE_LINE = re.compile(r"^[SHDTP]-\d+\t")
+
+
+class LinesDigest:
+    """SHA-256 of a log's sentence lines (:data:`SENTENCE_LINE`), each without its line end, in order."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, line: str) -> None:
+        """Count ``line`` (one line, its end ``\\n`` or ``\\r\\n`` ignored) if it is a sentence line."""
+        line = line.rstrip("\r\n")
+        if SENTENCE_LINE.match(line):
+            self._hash.update(line.encode("utf-8", errors="surrogateescape") + b"\n")
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
 
 #: the identities of the checkpoints this process read (fairseq's checkpoint reads note them)
 read_identities: List[Dict[str, object]] = []
@@ -184,7 +211,8 @@ SEARCH_KEY = "search"
 
 
 def record_line(data_bin: Optional[str], perturbation: Any, paths: Optional[List[str]] = None,
-                from_reference: Optional[List[str]] = None, search: Optional[Dict[str, Any]] = None) -> str:
+                from_reference: Optional[List[str]] = None, search: Optional[Dict[str, Any]] = None,
+                lines_sha256: Optional[str] = None) -> str:
     """The line of one decoding: the checkpoints read since :func:`start` (those at ``paths`` when given: the
     model's, not a language model's), the data-bin and its perturbation, and the settings that copy from the
     reference (``from_reference``), if any."""
@@ -196,6 +224,8 @@ def record_line(data_bin: Optional[str], perturbation: Any, paths: Optional[List
         record[FROM_REFERENCE_KEY] = list(from_reference)
     if search:
         record[SEARCH_KEY] = dict(search)
+    if lines_sha256:
+        record[LINES_KEY] = lines_sha256
     return f"{MARK}\t{json.dumps(record, sort_keys=True)}"
 
 

@@ -249,6 +249,11 @@ def decoded_record(*checkpoints, search=None) -> dict:
     return decoding_record.parse_line(line)
 
 
+#: a fairseq-syntax-decoded record of one checkpoint (what every point of a noise curve must share)
+DECODED_RUN = {"checkpoints": [{"arch": "transformer", "seed": 1, "save_dir": "ck", "updates": 20,
+                                "checkpoint": "ck/checkpoint_best.pt"}], "data_bin": "data-bin", "perturbation": None}
+
+
 def _evaluation(path, decoded=None) -> str:
     """An evaluation of one sentence by the system ``m``, whose log recorded ``decoded`` (see :func:`decoded_record`)."""
     stats = {"BLEU": [[0.0] * 10], "chrF2": [[0.0] * 18]}  # nothing matched: the scores they give are 0

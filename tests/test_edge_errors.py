@@ -9,6 +9,7 @@ chmod: ``/proc`` (no file can be created there), a path under a regular file (No
 
 import errno
 import io
+import json
 import os
 import shutil
 import signal
@@ -24,7 +25,7 @@ from fairseq_syntax_core import interrupts
 from fairseq_syntax_core.fileio import atomic_write_with
 
 from .conftest import REPO, SRC, TGT, call, corpus, spacy_model, tool, write
-from .helpers import TINY, one_line_error  # noqa: F401
+from .helpers import DECODED_RUN, TINY, one_line_error  # noqa: F401
 
 FIXTURE_BIN = os.path.join(REPO, "tests", "fixtures", "release_0_1", "data-bin")
 FIXTURE_GPS = os.path.join(REPO, "tests", "fixtures", "release_0_1", "checkpoints", "transformer_gps.pt")
@@ -113,7 +114,8 @@ def test_the_report_says_in_one_line_that_its_plot_cannot_be_written(tmp_path, m
     from fairseq_syntax_analysis import results as rs
 
     point = tmp_path / "e.json"
-    point.write_text('{"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0}}], "perturbation": 0}', encoding="utf-8")
+    point.write_text(json.dumps({"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
+                                 "perturbation": 0}), encoding="utf-8")
     plot = tmp_path / "noise.png"
     argv = ["noise", "--plot", str(plot), "--point", f"m:0={point}"]
     real = matplotlib.figure.Figure.savefig

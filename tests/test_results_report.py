@@ -16,7 +16,7 @@ from fairseq_syntax_analysis import scoring
 
 from . import fork_server
 from .conftest import REPO, SAMPLE, tool
-from .helpers import REFS, _folder, fake_result  # noqa: F401
+from .helpers import DECODED_RUN, REFS, _folder, fake_result  # noqa: F401
 
 
 def test_result_says_early_stopped_or_capped():
@@ -194,7 +194,8 @@ def test_noise_plot_from_evaluations(tmp_path, capsys):
     for model, p, bleu in (("transformer_rel", 0.0, 30.0), ("transformer_rel", 0.2, 30.0),
                            ("transformer_dep_rel", 0.0, 31.0), ("transformer_dep_rel", 0.2, 29.5)):
         path = tmp_path / f"{model}.{p}.json"
-        path.write_text(json.dumps({"systems": [{"name": f"{model}.seed1", "scores": {"BLEU": bleu}}],
+        path.write_text(json.dumps({"systems": [{"name": f"{model}.seed1", "scores": {"BLEU": bleu},
+                                                 "decoded": DECODED_RUN}],
                                     "reference": "test.de", "sentences": 10, "perturbation": p}), encoding="utf-8")
         paths.append(f"{model}:{p}={path}")
     plot = tmp_path / "noise.png"
@@ -298,8 +299,9 @@ def test_outputs_never_replace_what_the_command_reads(tmp_path, capsys):
 
 def _point(tmp_path, name, system, reference="test.de", sentences=10, perturbation=0.0):
     path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0}}], "reference": reference,
-                                "sentences": sentences, "perturbation": perturbation}), encoding="utf-8")
+    path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
+                                "reference": reference, "sentences": sentences, "perturbation": perturbation}),
+                    encoding="utf-8")
     return path
 
 

@@ -57,14 +57,14 @@ def test_the_points_of_a_noise_curve_are_one_checkpoints_translations(tmp_path, 
 
 def test_a_noise_point_whose_bleu_its_statistics_contradict_is_refused(tmp_path, capsys):
     rows = [[4, 4, 4, 3, 2, 1, 4, 3, 2, 1]]  # lengths, then every n-gram of a 4-word sentence matched: BLEU 100
-    clean = _point(tmp_path, "clean", 0.0, statistics=rows, bleu=100.0)
-    edited = _point(tmp_path, "edited", 0.4, statistics=rows, bleu=42.0)
+    clean = _point(tmp_path, "clean", 0.0, _run(1), statistics=rows, bleu=100.0)
+    edited = _point(tmp_path, "edited", 0.4, _run(1), statistics=rows, bleu=42.0)
     assert _noise(tmp_path, clean, edited) == 1
     assert f"{edited}: has BLEU 42, its per-sentence statistics give 100 (edited?)" in capsys.readouterr().err
-    cut = _point(tmp_path, "cut", 0.4, statistics=[], bleu=100.0)
+    cut = _point(tmp_path, "cut", 0.4, _run(1), statistics=[], bleu=100.0)
     assert _noise(tmp_path, clean, cut) == 1
     assert "one row per sentence (damaged?)" in capsys.readouterr().err
-    assert _noise(tmp_path, clean, _point(tmp_path, "kept", 0.4, statistics=rows, bleu=100.0)) == 0
+    assert _noise(tmp_path, clean, _point(tmp_path, "kept", 0.4, _run(1), statistics=rows, bleu=100.0)) == 0
 
 
 def test_an_evaluated_system_is_named_after_the_seed_its_log_records():
@@ -331,8 +331,8 @@ def test_a_file_system_error_while_a_command_imports_is_one_line(tmp_path):
 
 
 def test_a_perfect_score_as_sacrebleu_rounds_it_is_a_noise_point(tmp_path):
-    clean = _point(tmp_path, "clean", 0.0, bleu=100.00000000000004)
-    assert _noise(tmp_path, clean, _point(tmp_path, "noisy", 0.4, bleu=90.0)) == 0
+    clean = _point(tmp_path, "clean", 0.0, _run(1), bleu=100.00000000000004)
+    assert _noise(tmp_path, clean, _point(tmp_path, "noisy", 0.4, _run(1), bleu=90.0)) == 0
 
 
 def test_sizes_fairseq_parses_as_text_are_sizes_and_a_widened_decoder_needs_only_its_width_to_fit_the_heads():
@@ -894,3 +894,126 @@ def test_fairseq_train_logs_the_identifier_its_checkpoints_carry(tmp_path):
     with open(log, "a", encoding="utf-8") as handle:  # resumed: the same run, the same identifier
         handle.write(_train(tmp_path, "--max-update", "2").stdout)
     assert logged_run(str(log))["run_id"] == carried
+
+
+@pytest.mark.parametrize("occupant", ["folder", "link"])
+def test_a_lock_file_that_cannot_be_opened_as_one_is_refused_not_skipped(tmp_path, occupant):
+    """A folder or a link in the lock file's place: two runs went on unlocked into one folder."""
+    from fairseq_syntax.save_dir_lock import LOCK_FILE, lock_save_dir
+
+    lock = tmp_path / LOCK_FILE
+    if occupant == "folder":
+        lock.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        lock.symlink_to(tmp_path / "elsewhere")
+    problem = lock_save_dir(str(tmp_path))
+    assert problem is not None and f"its lock file {LOCK_FILE} cannot be opened (a {occupant.replace('link', 'symbolic link')})" in problem
+    assert "\n" not in problem
+
+
+def test_a_second_generate_into_the_results_file_in_use_is_refused_and_the_lock_goes_with_the_run(tmp_path):
+    """Two fairseq-generate --results-path runs at once both opened generate-test.txt with "w": the one that
+    finished last lost its translations, and an interrupted one put older results back over the other's."""
+    import fcntl
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "res").mkdir()
+    (tmp_path / "res" / "generate-test.txt").write_text("EARLIER RESULTS\n", encoding="utf-8")
+    argv = [tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+            "--path", os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), "--gen-subset", "test",
+            "--beam", "1", "--batch-size", "8", "--max-len-b", "5", "--results-path", "res"]
+    lock = tmp_path / "res" / ".generate-test.txt.lock"
+    with open(lock, "w") as held:  # as a run writing there holds it
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        refused = call(argv, cwd=tmp_path, expect_ok=False)
+        one_line_error(refused, "fairseq-generate", "--results-path res: another fairseq-generate is writing "
+                       "generate-test.txt there now")
+        assert (tmp_path / "res" / "generate-test.txt").read_text(encoding="utf-8") == "EARLIER RESULTS\n"
+    call(argv, cwd=tmp_path)
+    assert sorted(os.listdir(tmp_path / "res")) == ["generate-test.txt"]  # the lock went with the run
+    assert (tmp_path / "res" / "generate-test.txt").read_text(encoding="utf-8").startswith("S-")
+
+
+# --- thirty-seventh pass: a decoded line vouches for its own log only --------------------------------------------
+
+
+def _decoded_log(folder, data_bin="data-bin", split="test", results="res"):
+    from .conftest import call, tool
+
+    call([tool("fairseq-generate"), data_bin, "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+          "--path", os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), "--gen-subset", split,
+          "--beam", "1", "--batch-size", "8", "--max-len-b", "5", "--results-path", results], cwd=folder)
+    return folder / results / f"generate-{split}.txt"
+
+
+def _evaluate(folder, log, *flags, expect_ok=True):
+    from .conftest import call, tool
+
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("T-")]
+    (folder / "ref.fr").write_text("".join(line.split("\t")[1].replace("@@ ", "") + "\n" for line in
+                                           sorted(lines, key=lambda t: int(t.split("\t")[0][2:]))))
+    return call([tool("fairseq-syntax-evaluate"), "--reference", "ref.fr", "--baseline",
+                 f"transformer_dep_rel.seed1={log}", "--target-lang", "fr", "--quiet", "--no-detokenize", *flags],
+                cwd=folder, expect_ok=expect_ok)
+
+
+def test_a_decoded_line_refuses_sentence_lines_it_was_not_written_with(tmp_path):
+    """Another log's record put under these lines, or sentence blocks of two logs spliced: refused; lines appended
+    after the record do not hide it."""
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    log = _decoded_log(tmp_path)
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    _evaluate(tmp_path, log, "--data-bin", "data-bin")
+    hypothesis = next(i for i, line in enumerate(lines) if line.startswith("H-"))
+    edited = tmp_path / "edited.txt"
+    fields = lines[hypothesis].split("\t")
+    edited.write_text("".join(lines[:hypothesis] + ["\t".join(fields[:2] + ["edited words\n"])]
+                              + lines[hypothesis + 1:]), encoding="utf-8")
+    refused = _evaluate(tmp_path, edited, "--data-bin", "data-bin", expect_ok=False)
+    one_line_error(refused, "fairseq-syntax-evaluate", "edited.txt: its sentence lines (S-, T-, H-, D-, P-) are not "
+                   "those its fairseq-syntax-decoded line was written with")
+    appended = tmp_path / "appended.txt"  # more than 1 MiB after the record: the record is still read
+    appended.write_text("".join(lines) + ("2026-01-01 00:00:00 | INFO | x | " + "y" * 200 + "\n") * 6000,
+                        encoding="utf-8")
+    assert appended.stat().st_size > (1 << 20)
+    _evaluate(tmp_path, appended, "--data-bin", "data-bin", "--json", "ev.json")
+    assert json.loads((tmp_path / "ev.json").read_text(encoding="utf-8"))["systems"][0]["decoded"]["lines_sha256"]
+
+
+def test_evaluate_refuses_another_split_and_a_data_bin_perturbed_with_the_same_p_and_another_seed(tmp_path):
+    """The depth buckets of a data-bin perturbed with another seed are of trees that were not decoded."""
+    from fairseq_syntax_analysis.run_checks import decoding_problem
+    from fairseq_syntax_core.decoding_record import parse_line
+
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    for name, seed in (("s1", "1"), ("s2", "2")):
+        call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", name, "--p", "0.5", "--seed", seed], cwd=tmp_path)
+    call([tool("fairseq-syntax-perturb"), "data-bin", "--destdir", "zero", "--p", "0", "--seed", "1"], cwd=tmp_path)
+    log = _decoded_log(tmp_path, "s1")
+    refused = _evaluate(tmp_path, log, "--data-bin", "s2", expect_ok=False)
+    one_line_error(refused, "fairseq-syntax-evaluate", "(p = 0.5 seed 1; its fairseq-syntax-decoded line); "
+                   "--data-bin s2 is perturbed with p = 0.5 (p = 0.5 seed 2)")
+    _evaluate(tmp_path, log, "--data-bin", "s1")
+    refused = _evaluate(tmp_path, log, "--data-bin", "s1", "--split", "train", expect_ok=False)
+    one_line_error(refused, "fairseq-syntax-evaluate", "generate-test.txt: was decoded on the split 'test' (its "
+                   "fairseq-syntax-decoded line), not the --split train evaluated")
+    zero = _decoded_log(tmp_path, "zero", results="res-zero")  # p = 0 changed no parse: the clean test score
+    assert decoding_problem(parse_line(zero.read_text(encoding="utf-8").splitlines()[-1])) is None
+    _evaluate(tmp_path, zero, "--data-bin", "data-bin")
+
+
+def test_a_noise_point_whose_log_records_nothing_is_refused(tmp_path, capsys):
+    clean = _point(tmp_path, "clean", 0.0)  # both cut before their records: nothing of either is checked
+    assert _noise(tmp_path, clean, _point(tmp_path, "bare", 0.4)) == 1
+    err = capsys.readouterr().err
+    assert "clean.json: evaluates translations whose log has no fairseq-syntax-decoded line" in err
+    assert "a noise point needs the complete log" in err and len(err.strip().splitlines()) == 1

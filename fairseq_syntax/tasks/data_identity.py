@@ -37,24 +37,11 @@ class DataIdentity:
         (fairseq's own models take no extra args)."""
         state = dict(super().state_dict())
         state[provenance.ARG] = provenance.encode(self.run_provenance())
-        restarts = resume_settings.current_restarts()
-        if restarts:  # a resume restarted the update count (--reset-optimizer): record cannot count it as one run
-            state[resume_settings.RESTARTS_KEY] = restarts
-        epochs = resume_settings.current_restarts(resume_settings.EPOCH_RESTARTS_ENV)
-        if epochs:  # a resume started the epochs again (--reset-dataloader): neither
-            state[resume_settings.EPOCH_RESTARTS_KEY] = epochs
-        run_id = resume_settings.current_run_id()
-        if run_id is not None:  # which run saved the checkpoint: record refuses a best checkpoint of another
-            state[resume_settings.RUN_ID_KEY] = run_id
-        forgotten = resume_settings.current_restarts(resume_settings.METER_RESETS_ENV)
-        if forgotten:  # a resume forgot the best validation value (--reset-meters)
-            state[resume_settings.METER_RESETS_KEY] = forgotten
-        if resume_settings.current_finetuned() is not None:  # started from other weights: not a run from scratch
-            state[resume_settings.FINETUNED_KEY] = resume_settings.current_finetuned()
-        if resume_settings.current_seeds():  # the seed it started with, and any a resume changed to
-            state[resume_settings.SEEDS_KEY] = resume_settings.current_seeds()
-        if resume_settings.current_restored() is not None:  # resumed from a checkpoint not its own last
-            state[resume_settings.RESTORED_KEY] = resume_settings.current_restored()
+        # what the run carries (resume_settings.resume_error): its identifier (record refuses a best checkpoint of
+        # another run), the update counts where it restarted (--reset-optimizer, --reset-dataloader) or forgot its
+        # best value (--reset-meters), the weights it started from, the seeds it trained under, and the checkpoint
+        # not its own last it was resumed from
+        state.update(resume_settings.carried_now())
         stalled = resume_settings.current_stalled()
         if stalled is not None:  # fairseq's --patience count, given back to it on resume
             state[resume_settings.STALLED_KEY] = stalled
@@ -64,9 +51,7 @@ class DataIdentity:
         """fairseq's; keeps the checkpoint's provenance for the :meth:`build_model` that follows."""
         state_dict = dict(state_dict)
         self._state_provenance = provenance.decode(state_dict.pop(provenance.ARG, None))
-        for key in (resume_settings.RESTARTS_KEY, resume_settings.EPOCH_RESTARTS_KEY, resume_settings.RUN_ID_KEY,
-                    resume_settings.METER_RESETS_KEY, resume_settings.FINETUNED_KEY, resume_settings.STALLED_KEY,
-                    resume_settings.RESTORED_KEY, resume_settings.SEEDS_KEY):
+        for key in (*resume_settings.COUNT_KEYS, *resume_settings.TEXT_KEYS, resume_settings.STALLED_KEY):
             state_dict.pop(key, None)
         super().load_state_dict(state_dict)
 
