@@ -46,7 +46,7 @@ from .table import compare_seeds, make_table  # noqa: F401
 from .evaluation_file import read_evaluation, same_reference  # noqa: F401 (the report reads them here)
 from .run_checks import (best_value_problem, decoding_problem, decoding_settings, logged_best_problem, one_run_problem,
                          run_id_problem, run_patience)
-from .train_log import logged_run, training_seconds, valid_metrics
+from .train_log import logged_run, logs_the_start, training_seconds, valid_metrics
 
 
 # ------------------------------------------------------------------------------ record
@@ -423,6 +423,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if problem is not None:
                 raise InputError(args.train_log, None, problem)
             train_seconds = training_seconds(args.train_log)  # every invocation of a resumed run
+            if train_seconds is not None and not logs_the_start(args.train_log):
+                raise InputError(args.train_log, None, "begins with a resume (fairseq-train loaded a checkpoint; no "
+                                 "'No existing checkpoint found' line): it logs part of the run, and the training "
+                                 "time would be that part's; give the log every invocation of the run was appended to")
             if train_seconds is not None:
                 result["train_seconds"] = round(train_seconds, 1)
                 if args.eval_seconds is not None:

@@ -20,7 +20,7 @@ from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.oneline import quoted
 from fairseq_syntax_core.jsonfile import parse_json
 
-__all__ = ["valid_metrics", "training_seconds", "logged_run"]
+__all__ = ["valid_metrics", "training_seconds", "logs_the_start", "logged_run"]
 
 _SIMPLE = re.compile(r"(?:^|\| )valid on '(?P<subset>[^']*)' subset \|(?P<fields>.*)$")
 #: fairseq's json progress bar: a subset's validation under its own logger name, its keys prefixed with it
@@ -167,6 +167,16 @@ def training_seconds(path: str) -> Optional[float]:
     if first is None or last is None:
         return None
     return total + max(0.0, (last - first).total_seconds())
+
+
+def logs_the_start(path: str) -> bool:
+    """Whether ``path`` logs the invocation that started its run (fairseq-train found no checkpoint to resume): a log
+    of the resumed part only would give part of the run's training time."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return any(_FRESH.search(line) for line in iter(lambda: handle.readline(MAX_LINE), ""))
+    except OSError as error:
+        raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
 
 
 def logged_run(path: str) -> Dict[str, object]:

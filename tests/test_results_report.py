@@ -435,7 +435,7 @@ def test_record_refuses_the_checkpoints_of_another_run(tmp_path, capsys):
 
 
 def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_seed=1, max_update="60",
-                logged_loss="1.228", extra=(), edit_last=None, logged_run_id=None):
+                logged_loss="1.228", extra=(), edit_last=None, logged_run_id=None, fresh=True):
     """record on the 0.2.0 fixture's checkpoint as one run's checkpoint_last/best, checkpoint_best's settings
     edited by ``edit_best``, an evaluation of the system ``name`` and a training log of seed ``log_seed``."""
     import os
@@ -465,6 +465,8 @@ def _record_run(tmp_path, edit_best=None, name="transformer_dep_rel.seed1", log_
     log.write_text(f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'seed': {log_seed}}}, "
                    f"'model': Namespace(_name='transformer_dep_rel', arch='transformer_dep_rel', seed={log_seed}), "
                    f"'checkpoint': {{'save_dir': '{save_dir}'}}}}\n"
+                   + ("2026-01-01 10:00:00 | INFO | fairseq.trainer | No existing checkpoint found ck/checkpoint_last.pt\n"
+                      if fresh else "2026-01-01 10:00:00 | INFO | fairseq.trainer | Loaded checkpoint ck/checkpoint_last.pt\n")
                    + (f"2026-01-01 10:00:00 | INFO | fairseq_syntax.compat | run {logged_run_id}: the identifier its "
                       "checkpoints carry\n" if logged_run_id else "")
                    + f"2026-01-01 10:00:01 | INFO | valid | valid on 'valid' "
@@ -611,3 +613,11 @@ def test_record_refuses_the_train_log_of_another_run_of_the_same_arch_seed_and_f
     err = capsys.readouterr().err
     assert f"train.log: logs the run {'b' * 32}, not the run {'a' * 32} of" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+def test_record_refuses_a_train_log_of_the_resumed_part_of_a_run_only(tmp_path, capsys):
+    """Killed and resumed: the log of the second invocation alone gave a fraction of the training time."""
+    assert _record_run(tmp_path, fresh=False) == 1
+    err = capsys.readouterr().err
+    assert "train.log: begins with a resume (fairseq-train loaded a checkpoint" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
