@@ -266,8 +266,11 @@ def _wrap_call_main(distributed_utils) -> bool:
                 "from the environment (fairseq would divide the rank by the GPU count)"
             )
         error = distributed_cpu_error(cfg, gpus)
+        module = getattr(main, "__module__", None)
+        if module == "__main__":  # python -m fairseq_cli.train: the module run is named by its spec
+            module = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", module)
         if error is None:
-            error = command_settings_error(cfg, getattr(main, "__module__", None))
+            error = command_settings_error(cfg, module)
         if error is not None:
             raise UsageError(error)
         return original(cfg, main, **kwargs)

@@ -165,9 +165,11 @@ def earlier_results_kept(cfg):
 def _lock_results(folder: str, subset: str) -> Optional[Tuple[str, int]]:
     """Hold the lock of ``generate-SUBSET.txt`` in ``folder`` for this run (a lock file beside it, removed at the
     end): a second fairseq-generate writing the same file at once is refused (both opened it with "w", and the
-    one that finished last lost its translations). None when the folder is not there yet (fairseq makes it)."""
-    if not os.path.isdir(folder):
-        return None
+    one that finished last lost its translations). The folder is made here, as fairseq-generate makes it next."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None  # fairseq-generate says why when it makes it
     name = f".generate-{subset}.txt.lock"
     path = os.path.join(folder, name)
     try:

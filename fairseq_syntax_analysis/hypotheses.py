@@ -211,7 +211,7 @@ def decoding_of(path: str) -> Optional[Dict]:
                 marked.append(raw.decode("utf-8", errors="replace"))
                 if len(marked) > 100:
                     break
-            elif raw[:1] in b"SHDTP":
+            else:  # LinesDigest counts only sentence lines, however they begin (a byte-order mark)
                 digest.add(raw.decode("utf-8", errors="surrogateescape"))
     if len(marked) > 1:
         raise TranslationFileError(path, None, f"holds {len(marked)} {MARK} lines: two fairseq-generate runs in one "

@@ -45,7 +45,7 @@ class LinesDigest:
 
     def add(self, line: str) -> None:
         """Count ``line`` (one line, its end ``\\n`` or ``\\r\\n`` ignored) if it is a sentence line."""
-        line = line.rstrip("\r\n")
+        line = line.rstrip("\r\n").lstrip("\ufeff")  # as the log's reader takes it (a byte-order mark dropped)
         if SENTENCE_LINE.match(line):
             self._hash.update(line.encode("utf-8", errors="surrogateescape") + b"\n")
 

@@ -1017,3 +1017,57 @@ def test_a_noise_point_whose_log_records_nothing_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "clean.json: evaluates translations whose log has no fairseq-syntax-decoded line" in err
     assert "a noise point needs the complete log" in err and len(err.strip().splitlines()) == 1
+
+
+# --- thirty-eighth pass -----------------------------------------------------------------------------------------
+
+
+def test_a_sentence_line_behind_a_byte_order_mark_is_counted_as_the_reader_takes_it(tmp_path):
+    """The reader drops a byte-order mark from a line: a forged D- line behind one was scored unchecked."""
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    log = _decoded_log(tmp_path)
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    bom_first = tmp_path / "bom.txt"  # a correct log saved with a byte-order mark: accepted
+    bom_first.write_text("\ufeff" + "".join(lines), encoding="utf-8")
+    _evaluate(tmp_path, bom_first, "--data-bin", "data-bin")
+    first = next(i for i, line in enumerate(lines) if line.startswith("D-"))
+    forged = tmp_path / "forged.txt"
+    sid = lines[first].split("\t")[0]
+    forged.write_text("".join(lines[:first] + [f"\ufeff{sid}\t-0.1\tforged words\n"] + lines[first:]), encoding="utf-8")
+    refused = _evaluate(tmp_path, forged, "--data-bin", "data-bin", expect_ok=False)
+    one_line_error(refused, "fairseq-syntax-evaluate", "forged.txt: its sentence lines (S-, T-, H-, D-, P-) are not "
+                   "those its fairseq-syntax-decoded line was written with")
+
+
+def test_python_m_fairseq_cli_train_is_fairseq_train_to_the_plugin(tmp_path):
+    """Run as a module, main() is __main__'s: every check of fairseq-train was skipped, and a carried record set in
+    the environment went into the checkpoints as it was."""
+    import subprocess
+    import sys
+
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    forged = json.dumps({"run_id": "f" * 32, "restored_from": "elsewhere/checkpoint_last.pt"})
+    env = dict(os.environ, FAIRSEQ_SYNTAX_CARRIED=forged, OMP_NUM_THREADS="1")
+    result = subprocess.run([sys.executable, "-m", "fairseq_cli.train", *TINY, "--max-update", "1", "--cpu"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    state = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["task_state"]
+    assert state["run_id"] != "f" * 32 and len(state["run_id"]) == 32 and "restored_from" not in state
+    refused = subprocess.run([sys.executable, "-m", "fairseq_cli.train", *TINY, "--max-update", "1", "--cpu",
+                              "--save-dir", "ck2", "--encoder-layers-to-keep", "0"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+
+
+def test_a_results_folder_not_made_yet_is_made_and_locked_before_fairseq_opens_the_file(tmp_path):
+    from fairseq_syntax.results_file import _lock_results
+    from fairseq_syntax_core.file_lock import release
+
+    held = _lock_results(str(tmp_path / "new"), "test")  # (another process is refused: the test above)
+    assert held is not None and os.listdir(tmp_path / "new") == [".generate-test.txt.lock"]
+    release(*held)
+    assert os.listdir(tmp_path / "new") == []
