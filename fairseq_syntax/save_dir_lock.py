@@ -9,8 +9,8 @@ refused earlier leaves no folder) for as long as it lives; a second is refused b
 The lock is POSIX (:mod:`fairseq_syntax_core.file_lock`): forked data-loader workers do not inherit it, so a
 killed run frees it at once.
 Runs of several ranks are not locked: their processes start apart, on nodes whose shared file systems may not
-honour locks. The lock file stays (removing it would race with a run opening it); it matches no checkpoint
-pattern of fairseq's.
+honour locks. The lock is held until the process ends and its file stays in the folder (no hook of the plugin
+runs at the end of fairseq-train to remove it); the file matches no checkpoint pattern of fairseq's.
 """
 
 import os

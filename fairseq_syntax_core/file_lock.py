@@ -38,11 +38,11 @@ def try_lock(path: str) -> Optional[int]:
         os.close(handle)  # removed by its last holder while this process opened it: lock the one there now
 
 
-def release(path: str, handle: int, remove: bool = True) -> None:
-    """Give the lock back, removing its file first (while still held) unless ``remove`` is False."""
-    if remove:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+def release(path: str, handle: int) -> None:
+    """Give the lock back, removing its file first, while still held (a process that opened the file meanwhile
+    finds it gone when it checks, and locks the one there then)."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
     os.close(handle)
