@@ -184,11 +184,23 @@ def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
         yield buffer
 
 
-def _wrap_buffered_read() -> bool:
+def _command_modules(command: str) -> list:
+    """fairseq's module of ``command`` (``fairseq_cli.generate``), and its second copy, ``__main__``, when it runs
+    as ``python -m fairseq_cli.generate``: that copy's ``main`` looks its helpers up in its own globals, so both
+    get the wrappers (the module run kept fairseq's: a refused run emptied earlier results, no decoded line)."""
+    import importlib
+
     try:
-        from fairseq_cli import interactive
+        modules = [importlib.import_module(f"fairseq_cli.{command}")]
     except ImportError:
-        return False
+        return []
+    running = sys.modules.get("__main__")
+    if getattr(getattr(running, "__spec__", None), "name", None) == f"fairseq_cli.{command}":
+        modules.append(running)
+    return modules
+
+
+def _wrap_buffered_read(interactive) -> bool:
     original = getattr(interactive, "buffered_read", None)
     if original is None or getattr(original, "_fairseq_syntax", False):
         return original is not None
@@ -204,7 +216,7 @@ def _wrap_buffered_read() -> bool:
 _MAKE_BATCHES_PARAMS = ("lines", "cfg", "task", "max_positions", "encode_fn")
 
 
-def _wrap_make_batches() -> bool:
+def _wrap_make_batches(interactive) -> bool:
     """``fairseq_cli.interactive.make_batches``, handing each batch's sample ids to the task.
 
     ``interactive.main`` keeps a batch's ids in its ``Batch.ids`` and calls ``inference_step``
@@ -214,10 +226,6 @@ def _wrap_make_batches() -> bool:
     just before it yields a batch, which ``main`` then decodes (it looks ``make_batches`` up as
     a module global, so replacing that global is enough); tasks without it are left alone.
     """
-    try:
-        from fairseq_cli import interactive
-    except ImportError:
-        return False
     original = getattr(interactive, "make_batches", None)
     if original is None or getattr(original, "_fairseq_syntax", False):
         return original is not None
@@ -273,7 +281,8 @@ def _wrap_call_main(distributed_utils) -> bool:
             error = command_settings_error(cfg, module)
         if error is not None:
             raise UsageError(error)
-        return original(cfg, main, **kwargs)
+        with signals_raised():  # SIGTERM/SIGHUP unwind as Ctrl-C does: one line, exit 128 + N
+            return original(cfg, main, **kwargs)
 
     call_main._fairseq_syntax = True  # type: ignore[attr-defined]
     distributed_utils.call_main = call_main
@@ -318,15 +327,11 @@ def _wrap_load_checkpoint(checkpoint_utils) -> bool:
     return True
 
 
-def _wrap_generate_main() -> bool:
+def _wrap_generate_main(generate) -> bool:
     """fairseq-generate ``--results-path``: a write that fails (disk full, file too large) names the results
     file, and the partial file this run wrote is removed (fairseq: an OSError naming no file, the half-written
     ``generate-SPLIT.txt`` left behind); so is the empty or partial file of a run that a :class:`UserError`
     stops (a search setting refused when the generator is built, a damaged data-bin file)."""
-    try:
-        from fairseq_cli import generate
-    except ImportError:
-        return False
     original = getattr(generate, "_main", None)
     if original is None or getattr(original, "_fairseq_syntax", False):
         return original is not None
@@ -343,12 +348,8 @@ def _wrap_generate_main() -> bool:
     return True
 
 
-def _wrap_generate_entry() -> bool:
+def _wrap_generate_entry(generate) -> bool:
     """``fairseq_cli.generate.main``: refuse :func:`generation_shards_error` before fairseq opens the results file."""
-    try:
-        from fairseq_cli import generate
-    except ImportError:
-        return False
     original = getattr(generate, "main", None)
     if original is None or getattr(original, "_fairseq_syntax", False):
         return original is not None
@@ -466,10 +467,12 @@ def install() -> None:
     _nan_detector_without_module_backward_hooks(trainer_module)
     _wrap_load_checkpoint(checkpoint_utils)
     wrap_checkpoint_writes(checkpoint_utils)
-    _wrap_buffered_read()
-    _wrap_make_batches()
-    _wrap_generate_main()
-    _wrap_generate_entry()
+    for interactive in _command_modules("interactive"):
+        _wrap_buffered_read(interactive)
+        _wrap_make_batches(interactive)
+    for generate in _command_modules("generate"):
+        _wrap_generate_main(generate)
+        _wrap_generate_entry(generate)
     _wrap_call_main(distributed_utils)
     wrap_distributed_init(distributed_utils)
     install_setting_guards()

@@ -19,6 +19,7 @@ streams are the same kinds under the target's language code (``S.SRC-TGT.TGT.hea
 """
 
 import os
+import re
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
@@ -27,9 +28,11 @@ import numpy as np
 from .errors import DataBinError
 from .names import FILE_NAME, LANGUAGE, PIPELINE, SPLIT, STREAM, check_name
 from .oneline import quoted
+from .split_digests import FILES_KEY
 from .stream_checks import Problem, check_heads, check_merges
 
 METADATA_FILE = "syntax.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 CODES_FILE = "bpe.codes"
 #: Eriguchi et al. (2016)'s length prior p(len(y) | len(x)) of the pair SRC-TGT, counted on the train split
 #: (``fairseq_syntax/data/length_prior.py``); ``.format(src=..., tgt=...)`` gives the file name
@@ -205,6 +208,11 @@ def check_metadata(meta: Dict, path: str) -> Dict:
         if not isinstance(entry, dict):
             raise DataBinError(path, None, f"key splits.{split}: {type(entry).__name__}, expected an object "
                                            "(the split's sentences and skipped lines)")
+        files = entry.get(FILES_KEY)
+        if files is not None and not (isinstance(files, dict) and all(
+                isinstance(k, str) and isinstance(v, str) and _SHA256.fullmatch(v) for k, v in files.items())):
+            raise DataBinError(path, None, f"key splits.{split}.{FILES_KEY}: expected an object of the split's "
+                                           "file names and their SHA-256 digests (64 hexadecimal digits)")
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and "codes" in bpe:
         check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")

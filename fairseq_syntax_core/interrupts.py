@@ -37,6 +37,8 @@ from typing import Iterator, List, Optional
 from fairseq_syntax_core.errors import UserError
 from fairseq_syntax_core.signal_exceptions import Interrupted, handle_late_signals
 from fairseq_syntax_core.oneline import one_line
+from fairseq_syntax_core.os_errors import error_message
+from fairseq_syntax_core.startup import program_name
 
 logger = logging.getLogger("fairseq_syntax.preprocess")
 
@@ -136,7 +138,7 @@ def _on_signal(signum, frame) -> None:
     for path in list(_owned):
         _remove(path)
     name = signal.Signals(signum).name
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq-syntax"
+    prog = program_name("fairseq-syntax")
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
@@ -219,36 +221,6 @@ def handle_termination() -> None:
 #: system's (OSError: disk full, file too large, permission denied, a missing folder, read-only)
 USER_ERRORS = (UserError, OSError)
 
-#: what to do about the OSErrors whose message alone does not say it
-_OS_HINTS = {
-    errno.ENOSPC: "the disk is full: free space, or write elsewhere",
-    errno.EDQUOT: "the disk quota is used up: free space, or write elsewhere",
-    errno.EFBIG: "the file is larger than this file system (or ulimit -f) allows: write elsewhere",
-    errno.EROFS: "the file system is read-only: write elsewhere",
-}
-
-
-def error_message(error: BaseException) -> str:
-    """The one line that tells the user about ``error`` (after ``PROG: error:``).
-
-    An :class:`OSError` names its file (``FILE: No space left on device; ...``; two files for a
-    rename); one that names none (a write to an open file) is its system message. Anything else
-    is ``str(error)``.
-    """
-    if isinstance(error, OSError) and not isinstance(error, UserError) and error.strerror:
-        files = [one_line(os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f))
-                 for f in (error.filename, error.filename2) if f is not None]
-        message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
-        hint = _OS_HINTS.get(error.errno)
-        if error.errno in (errno.EEXIST, errno.ENOTDIR) and len(files) == 1:  # os.makedirs onto or under a file
-            from .fileio import file_in_the_way  # (fileio imports this module)
-
-            blocking = file_in_the_way(files[0])  # fairseq-generate --results-path FILE
-            hint = f"{blocking} is a file, not a folder" if blocking is not None else hint
-        return f"{message}; {hint}" if hint else message
-    return one_line(str(error)) or type(error).__name__  # every message one line, whatever values it holds
-
-
 #: the attribute of an exception that holds what its one line must add (what the failure left behind)
 _NOTES = "_fairseq_syntax_notes"
 
@@ -280,6 +252,14 @@ def print_error(prog: str, error: BaseException, note: str = "") -> int:
 #: what fairseq raises when one of its settings is out of range (it checks few of them up front)
 _FAIRSEQ_SETTING_ERRORS = (AssertionError, ValueError, ZeroDivisionError, TypeError, KeyError, IndexError,
                            OverflowError, StopIteration, RuntimeError, ImportError, LookupError)
+
+
+def _module_name(frame_globals: dict) -> str:
+    """A frame's module; ``python -m fairseq_cli.generate`` runs that module as ``__main__``: named by its spec."""
+    name = frame_globals.get("__name__", "")
+    if name == "__main__":
+        return getattr(frame_globals.get("__spec__"), "name", None) or name
+    return name
 
 
 def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
@@ -333,7 +313,7 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
     while step is not None:
         frames.append(step)
         step = step.tb_next
-    modules = [f.tb_frame.f_globals.get("__name__", "") for f in frames]
+    modules = [_module_name(f.tb_frame.f_globals) for f in frames]
     if isinstance(error, ValueError) and modules and modules[-1] == "fairseq.registry" and text.endswith("is required!"):
         name = text[:-len(" is required!")].strip().lstrip("-").replace("_", "-")
         return f"--{name} is required: give one (--help lists them)"
@@ -353,6 +333,10 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
                 given = frame.tb_frame.f_locals.get("arg_string", "")
         return (f"{flag} {one_line(str(given))[:80]}: not a value fairseq can read (a number, or numbers "
                 f"separated by commas, e.g. {flag} 0.0005)")
+    if type(error) is Exception and modules and modules[-1] == "fairseq.data.iterators" and "is empty" in text:
+        return ("fairseq made no batch of the training data: every sentence was skipped, or there are fewer "
+                "sentences than --required-batch-size-multiple (8 unless given); give more data, a larger "
+                "--max-tokens, or --required-batch-size-multiple 1")
     if type(error) is Exception and modules and modules[-1].startswith("fairseq.modules.") and text.strip():
         # a module's own weight check while fairseq upgrades a checkpoint's weights (adaptive softmax: "This version
         # of the model is no longer supported"): the settings build a model these weights do not fit
@@ -388,7 +372,7 @@ def fairseq_usage_message(error: BaseException, traceback) -> Optional[str]:
 
 
 def _prog() -> str:
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+    return program_name("fairseq")
 
 
 def install_error_hook() -> None:
@@ -407,6 +391,7 @@ def install_error_hook() -> None:
                                               and os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") != "1"):
             signum = value.signum if isinstance(value, Interrupted) else signal.SIGINT
             name = signal.Signals(signum).name
+            _kill_children()  # fairseq's loader workers: left behind, they printed tracebacks after this line
             try:
                 sys.stdout.flush()
                 sys.stderr.write(f"\n{_prog()}: interrupted ({name}); no output was left half-written\n")

@@ -9,6 +9,8 @@ import sys
 import threading
 from typing import Iterator
 
+from .startup import program_name
+
 __all__ = ["Interrupted", "handle_late_signals", "signals_raised"]
 
 
@@ -65,4 +67,4 @@ def _late_signal(signum, frame) -> None:
 
 
 def _prog() -> str:
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+    return program_name("fairseq")

@@ -14,14 +14,40 @@ import os
 import signal
 import sys
 
-__all__ = ["OUR_COMMANDS", "install_startup_handler"]
+__all__ = ["MODULE_COMMANDS", "OUR_COMMANDS", "install_startup_handler", "program_name"]
 
 #: the console scripts of this project (setup.py) all start so
 OUR_COMMANDS = "fairseq-syntax-"
 
+#: the modules with a command's entry point, run as ``python -m MODULE``: the command they are (setup.py's
+#: console scripts; a test keeps the two alike)
+MODULE_COMMANDS = {
+    "fairseq_syntax_preprocess.cli": "fairseq-syntax-preprocess",
+    "fairseq_syntax_preprocess.cluster": "fairseq-syntax-preprocess-cluster",
+    "fairseq_syntax_preprocess.perturb": "fairseq-syntax-perturb",
+    "fairseq_syntax_analysis.awsl": "fairseq-syntax-awsl",
+    "fairseq_syntax_analysis.evaluate": "fairseq-syntax-evaluate",
+    "fairseq_syntax_analysis.results": "fairseq-syntax-report",
+    "fairseq_syntax_analysis.show": "fairseq-syntax-show",
+}
+
+
+def program_name(default: str = "") -> str:
+    """The command's name as its user knows it, for ``PROG: error: ...``: the console script's (``argv[0]``),
+    also when run as a module (``python -m fairseq_cli.generate`` is ``fairseq-generate``, not ``generate.py``)."""
+    module = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    if module is None and getattr(sys, "argv", None) and sys.argv[0] == "-m":  # runpy still imports its package
+        given = list(getattr(sys, "orig_argv", []))
+        module = given[given.index("-m") + 1] if "-m" in given[:-1] else None
+    if module in MODULE_COMMANDS:
+        return MODULE_COMMANDS[module]
+    if isinstance(module, str) and module.startswith("fairseq_cli."):
+        return "fairseq-" + module.rsplit(".", 1)[1].replace("_", "-")
+    return os.path.basename(sys.argv[0]) if getattr(sys, "argv", None) and sys.argv[0] else default
+
 
 def _prog() -> str:
-    return os.path.basename(sys.argv[0]) if getattr(sys, "argv", None) and sys.argv[0] else ""
+    return program_name()
 
 
 def _interrupted(signum, frame) -> None:

@@ -44,6 +44,7 @@ from fairseq_syntax_core.databin import (
     TARGET_STREAMS,
 )
 from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests
 from fairseq_syntax_core.fileio import is_visible, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 from .parse import load_pipeline, parse_lines, pipeline_metadata
@@ -252,7 +253,8 @@ def run(args) -> Dict[str, object]:
                 write_length_prior(out, counts, src, tgt)
             stages.lap("write")
 
-            split_meta = {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines} for s in splits}
+            split_meta = {s.name: {"sentences": len(s.trees), "skipped_lines": s.skipped_lines,
+                                   FILES_KEY: split_file_digests(out, s.name, src, tgt)} for s in splits}
             result = closing_summary(counts, unknown, split_meta, tgt_piece_trees is not None,
                                      time.perf_counter() - start, sum(len(s.phrase_fallback_lines) for s in splits))
             result["stage_seconds"] = stages.seconds

@@ -52,6 +52,7 @@ from fairseq_syntax_core.databin import (
     recorded_perturbation, required, stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
+from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests, split_files_problem
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.indexed_files import (
@@ -318,6 +319,9 @@ def run(args) -> Dict[str, int]:
                 if len(d) != n:
                     raise InputError(prefix[s_name] + ".bin", None, f"holds {len(d)} sentences, the source text {n}: "
                                      "damaged, or from another run")
+            problem = split_files_problem(args.data_bin, meta, split, src, tgt)
+            if problem is not None:
+                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
             recorded = (meta.get("splits", {}).get(split) or {}).get("sentences")
             if isinstance(recorded, int) and recorded != n:
                 raise InputError(meta_path, None, f"records {recorded} sentences for split {split!r}, its files hold "
@@ -349,7 +353,9 @@ def run(args) -> Dict[str, int]:
                 for i, tree in enumerate(trees, start=1):
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
             opened.close()  # this split's datasets (nothing read from them is used after: the trees hold copies)
-        meta = dict(meta)
+        meta = dict(meta, splits={k: dict(v) for k, v in meta.get("splits", {}).items()})
+        for split in splits:  # this split's side-files are new: their digests too (split_digests.py)
+            meta["splits"].setdefault(split, {})[FILES_KEY] = split_file_digests(out, split, src, tgt)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],
                   "rng": SCHEME,

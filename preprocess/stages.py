@@ -158,3 +158,8 @@ def bpe_main(argv: Optional[List[str]] = None) -> None:
             atomic_write(args.output, (" ".join(p) + "\n" for p in pieces))
 
     _run(prog, main)
+
+
+if __name__ == "__main__":  # three commands live here: run as a module, it ran none and exited 0
+    sys.exit("python -m fairseq_syntax_preprocess.stages: error: this module holds three commands; run "
+             "fairseq-syntax-tokenize, fairseq-syntax-parse or fairseq-syntax-bpe")

@@ -34,6 +34,7 @@ from fairseq_syntax_core.databin import (
     CODES_FILE, LABEL, METADATA_FILE, POS, SOURCE_STREAMS, STREAMS, TARGET_STREAMS, dictionary_path, stream_prefix,
 )
 from fairseq_syntax_core.errors import InputError
+from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests
 from fairseq_syntax_core.length_prior import PAPER_MAX_LENGTH, LengthPrior, length_prior_path, table_text
 from fairseq_syntax_core.shards import SHARD_KEY, shard_range
 
@@ -368,7 +369,8 @@ def run_shard(args, splits, nlp, target_nlp, parser_meta: Dict, target_meta: Opt
                 raise InputError(split.src_path, None, f"every line of the {split.name} split"
                                  f"{' in this shard' if split.name == 'train' else ''} is longer than "
                                  f"--max-len {args.max_len}: nothing is left")
-            split_meta[split.name] = {"sentences": written, "skipped_lines": skipped}
+            split_meta[split.name] = {"sentences": written, "skipped_lines": skipped,
+                                      FILES_KEY: split_file_digests(out, split.name, src, tgt)}
             if split.name == "train":
                 shard_info = {"id": args.shard_id, "num_shards": args.num_shards, "train_lines": [start, stop],
                               "train_total_lines": total,

@@ -93,7 +93,7 @@ def test_interactive_batches_hand_their_sample_ids_to_the_task(monkeypatch):
             yield Batch(torch.tensor(ids), None, None, None)
 
     monkeypatch.setattr(interactive, "make_batches", make_batches)
-    assert compat._wrap_make_batches()
+    assert compat._wrap_make_batches(interactive)
     seen = []
     for batch in interactive.make_batches(["a", "b", "c"], None, Task(), None, None):
         seen.append(batch.ids.tolist())
@@ -105,7 +105,7 @@ def test_interactive_batches_hand_their_sample_ids_to_the_task(monkeypatch):
         yield from ()
 
     monkeypatch.setattr(interactive, "make_batches", changed)
-    assert not compat._wrap_make_batches() and interactive.make_batches is changed
+    assert not compat._wrap_make_batches(interactive) and interactive.make_batches is changed
 
 
 # ------------------------------------------------------------------ the trained tiny model

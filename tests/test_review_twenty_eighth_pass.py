@@ -1071,3 +1071,193 @@ def test_a_results_folder_not_made_yet_is_made_and_locked_before_fairseq_opens_t
     assert held is not None and os.listdir(tmp_path / "new") == [".generate-test.txt.lock"]
     release(*held)
     assert os.listdir(tmp_path / "new") == []
+
+
+# --- thirty-ninth pass ------------------------------------------------------------------------------------------
+
+
+def test_sigterm_to_fairseq_train_is_one_line_and_the_run_resumes(tmp_path):
+    """SIGTERM (timeout, scancel, a container's stop) killed fairseq-train silently: exit 143 and no line."""
+    import signal
+    import subprocess
+    import time
+
+    from fairseq_syntax_core.checkpoint_loader import load_fairseq_checkpoint
+
+    from .conftest import tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
+    process = subprocess.Popen([tool("fairseq-train"), *TINY, "--max-update", "1000000", "--cpu"], cwd=tmp_path,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (tmp_path / "ck" / "checkpoint_last.pt").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert stderr.rstrip().splitlines()[-1] == ("fairseq-train: interrupted (SIGTERM); no output was left "
+                                                "half-written") and "Traceback" not in stderr
+    assert not [n for n in os.listdir(tmp_path / "ck") if n.endswith(".tmp")]
+    updates = load_fairseq_checkpoint(str(tmp_path / "ck" / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"]
+    resumed = _train(tmp_path, "--max-update", str(updates + 1), "--cpu")
+    assert f"@ {updates} updates" in resumed.stdout + resumed.stderr
+
+
+def _module_run(folder, module, *flags, stdin=None):
+    """``python -m MODULE`` in a fresh interpreter (a module run is its own ``__main__``: the case under test)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH="", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *flags], cwd=folder, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_python_m_fairseq_cli_generate_gets_the_plugins_wrappers(tmp_path):
+    """Run as a module, fairseq-generate is a second copy of its module, whose main and _main were fairseq's own: a
+    refused run emptied the earlier results, a good one wrote no fairseq-syntax-decoded line, --num-shards decoded
+    every sentence, and fairseq's assertion was a traceback named generate.py."""
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    flags = ["data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path",
+             os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), "--gen-subset", "test", "--beam", "1",
+             "--batch-size", "8", "--max-len-b", "5", "--results-path", "res"]
+    log = _decoded_log(tmp_path)  # the console script's
+    kept = log.read_bytes()
+    one_line_error(_module_run(tmp_path, "fairseq_cli.generate", *flags, "--beam", "0"), "fairseq-generate",
+                   "--beam 0")
+    assert log.read_bytes() == kept
+    one_line_error(_module_run(tmp_path, "fairseq_cli.generate", *flags, "--num-shards", "2", "--shard-id", "1"),
+                   "fairseq-generate", "--num-shards 2 --shard-id 1")
+    one_line_error(_module_run(tmp_path, "fairseq_cli.generate", *flags, "--sampling", "--beam", "2"),
+                   "fairseq-generate", "--sampling requires --nbest to be equal to --beam")
+    assert log.read_bytes() == kept
+    log.unlink()
+    done = _module_run(tmp_path, "fairseq_cli.generate", *flags)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert log.read_bytes() == kept  # the same log as the console script's, decoded line and digest included
+
+
+def test_python_m_fairseq_cli_interactive_names_the_line_that_is_not_utf8(tmp_path):
+    from .helpers import one_line_error
+
+    (tmp_path / "in.txt").write_bytes(b"a man .\n\xff\xfe bad\n")
+    result = _module_run(tmp_path, "fairseq_cli.interactive", os.path.join(FIXTURE, "data-bin"), "--user-dir",
+                         "fairseq_syntax", "--task", "syntax_translation", "--path",
+                         os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"), "--input", "in.txt")
+    one_line_error(result, "fairseq-interactive", "in.txt:2: not UTF-8")
+
+
+def test_a_module_run_is_named_as_its_command(monkeypatch):
+    """``PROG: error:`` and the start-up handler key on the command's name; under ``python -m`` argv[0] is the
+    module's file (generate.py, evaluate.py), and "-m" while runpy still imports the package."""
+    import re
+    import sys
+    import types
+
+    from fairseq_syntax_core import startup
+
+    setup_py = open(os.path.join(ROOT, "setup.py"), encoding="utf-8").read()
+    scripts = dict((module, script) for script, module in re.findall(r'"(fairseq-syntax-[\w-]+) = ([\w.]+):\w+"',
+                                                                      setup_py))
+    assert {m: s for m, s in scripts.items() if m in startup.MODULE_COMMANDS} == startup.MODULE_COMMANDS
+    assert set(scripts) - set(startup.MODULE_COMMANDS) == {"fairseq_syntax_preprocess.stages"}  # three commands
+    running = types.ModuleType("__main__")
+    for module, name in [("fairseq_cli.generate", "fairseq-generate"), ("fairseq_cli.train", "fairseq-train"),
+                         ("fairseq_syntax_analysis.evaluate", "fairseq-syntax-evaluate")]:
+        running.__spec__ = types.SimpleNamespace(name=module)
+        monkeypatch.setitem(sys.modules, "__main__", running)
+        assert startup.program_name() == name
+    running.__spec__ = None
+    monkeypatch.setattr(sys, "argv", ["-m", "--help"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "fairseq_syntax_preprocess.perturb", "--help"],
+                        raising=False)
+    assert startup.program_name() == "fairseq-syntax-perturb"
+
+
+def test_python_m_of_the_module_holding_three_commands_refuses_instead_of_doing_nothing(tmp_path):
+    result = _module_run(tmp_path, "fairseq_syntax_preprocess.stages", "--input", "missing.txt", "--output", "out")
+    assert result.returncode == 1 and "fairseq-syntax-tokenize" in result.stderr and "Traceback" not in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def _hand_parsed_bin(folder):
+    from .conftest import parsed_bin
+
+    src = ["the big dog runs .", "birds sing", "a cat sleeps on the mat ."]
+    conll = lambda words, heads: "".join(
+        f"{i}\t{w}\t_\tX\t_\t_\t{h}\t{'root' if h == 0 else ('dep', 'obj')[i % 2]}\t_\t_\n"
+        for i, (w, h) in enumerate(zip(words, heads), 1)) + "\n"
+    trees = conll(src[0].split(), [3, 3, 4, 0, 4]) + conll(src[1].split(), [2, 0]) \
+        + conll(src[2].split(), [2, 0, 2, 6, 6, 3, 2])
+    tgt = ["der große Hund rennt .", "Vögel singen", "eine Katze schläft auf der Matte ."]
+    return parsed_bin(folder, {"train": (src, tgt, trees), "test": (src, tgt, trees)})
+
+
+def test_split_digests_name_the_file_that_is_missing_foreign_or_changed(tmp_path):
+    from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests, split_files_problem
+
+    for name, data in [("test.en-de.en.bin", b"text"), ("test.en-de.en.head.bin", b"heads"),
+                       ("test.en-de.en.conllu", b"not binarized"), ("test1.en-de.en.bin", b"another split")]:
+        (tmp_path / name).write_bytes(data)
+    digests = split_file_digests(str(tmp_path), "test", "en", "de")
+    assert sorted(digests) == ["test.en-de.en.bin", "test.en-de.en.head.bin"]
+    meta = {"splits": {"test": {FILES_KEY: digests}}}
+    assert split_files_problem(str(tmp_path), meta, "test", "en", "de") is None
+    assert split_files_problem(str(tmp_path), {"splits": {"test": {}}}, "test", "en", "de") is None  # nothing recorded
+    (tmp_path / "test.en-de.en.head.bin").write_bytes(b"other heads")
+    name, what = split_files_problem(str(tmp_path), meta, "test", "en", "de")
+    assert name == "test.en-de.en.head.bin" and what.startswith("not the file this data-bin was made with")
+    (tmp_path / "test.en-de.en.head.bin").unlink()
+    assert split_files_problem(str(tmp_path), meta, "test", "en", "de")[1].startswith("missing")
+    (tmp_path / "test.en-de.en.head.bin").write_bytes(b"heads")
+    (tmp_path / "test.en-de.en.pos.idx").write_bytes(b"")
+    assert split_files_problem(str(tmp_path), meta, "test", "en", "de") == (
+        "test.en-de.en.pos.idx", "not a file of this data-bin (syntax.json records no such file for split 'test')")
+
+
+@pytest.mark.parametrize("files", [[], "x", {"test.en-de.en.bin": "abc"}, {"test.en-de.en.bin": 7}])
+def test_a_split_files_record_that_is_not_names_and_digests_is_refused(files):
+    from fairseq_syntax_core.databin import check_metadata
+    from fairseq_syntax_core.errors import DataBinError
+
+    meta = {"producer": "fairseq-syntax-preprocess", "format_version": 1, "source_lang": "en", "target_lang": "de",
+            "splits": {"test": {"sentences": 1, "files_sha256": files}}}
+    with pytest.raises(DataBinError, match="splits.test.files_sha256: expected an object of the split's file names"):
+        check_metadata(meta, "db/syntax.json")
+
+
+def test_a_perturbed_copys_side_files_in_a_clean_data_bin_are_refused_not_decoded_as_clean(tmp_path):
+    """A perturbed copy's heads have the clean heads' lengths: copied into the clean data-bin, they decoded with exit
+    0, recorded as "perturbation": null (hostile pass V)."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    clean = _hand_parsed_bin(tmp_path)
+    recorded = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))["splits"]["test"]["files_sha256"]
+    assert "test.en-de.en.head.bin" in recorded and "test.en-de.de.bin" in recorded
+    call([tool("fairseq-syntax-perturb"), "bin", "--destdir", "noisy", "--p", "0.9", "--seed", "3"], cwd=tmp_path)
+    noisy_record = json.loads((tmp_path / "noisy" / "syntax.json").read_text(encoding="utf-8"))["splits"]
+    assert noisy_record["test"]["files_sha256"]["test.en-de.en.head.bin"] != recorded["test.en-de.en.head.bin"]
+    assert noisy_record["test"]["files_sha256"]["test.en-de.de.bin"] == recorded["test.en-de.de.bin"]
+    shutil.copytree(clean, tmp_path / "mixed")
+    assert (tmp_path / "noisy" / "test.en-de.en.head.bin").read_bytes() != (clean / "test.en-de.en.head.bin").read_bytes()
+    shutil.copy(tmp_path / "noisy" / "test.en-de.en.head.bin", tmp_path / "mixed")
+    few = [tool("fairseq-train"), "bin", *TINY[1:], "--arch", "transformer_dep_rel", "--max-tokens", "1000",
+           "--max-update", "2", "--cpu"]
+    one_line_error(call(few, cwd=tmp_path, expect_ok=False), "fairseq-train", "fairseq made no batch",
+                   "--required-batch-size-multiple 1")  # 3 sentences: fairseq's traceback, "The dataset is empty"
+    call([*few, "--required-batch-size-multiple", "1"], cwd=tmp_path)
+    decode = [tool("fairseq-generate"), "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path",
+              "ck/checkpoint_last.pt", "--gen-subset", "test", "--beam", "1", "--cpu"]
+    assert call([*decode, "noisy"], cwd=tmp_path).returncode == 0  # the perturbed copy itself, as it is
+    one_line_error(call([*decode, "mixed"], cwd=tmp_path, expect_ok=False), "fairseq-generate",
+                   "mixed/test.en-de.en.head.bin: not the file this data-bin was made with")
+    one_line_error(call([tool("fairseq-syntax-perturb"), "mixed", "--destdir", "again", "--p", "0.1"], cwd=tmp_path,
+                        expect_ok=False), "fairseq-syntax-perturb", "mixed/test.en-de.en.head.bin")
+    assert not (tmp_path / "again").exists()

@@ -1,6 +1,7 @@
 """The ``syntax_translation`` task: fairseq's ``translation`` plus syntax side-files (source; target when parsed)."""
 
 import argparse
+import itertools
 import logging
 import os
 from typing import List, Optional, Set
@@ -38,6 +39,7 @@ from fairseq_syntax_core.databin import (
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.errors import CheckpointError, DataBinError, UsageError
+from fairseq_syntax_core.split_digests import check_split_files
 from fairseq_syntax_core.names import LANGUAGE, name_problem
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.shards import missing_shards
@@ -195,6 +197,10 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         check_token_ids(data_path, split, self.cfg.source_lang, self.cfg.target_lang,
                         {self.cfg.source_lang: len(self.src_dict), self.cfg.target_lang: len(self.tgt_dict)})
+        meta = self.metadata if data_path == paths[0] else read_metadata(os.path.join(data_path, METADATA_FILE))
+        for name in [split] + list(itertools.takewhile(lambda s: s in meta.get("splits", {}),
+                                                       (f"{split}{k}" for k in itertools.count(1)) if combine else ())):
+            check_split_files(data_path, meta, name, self.cfg.source_lang, self.cfg.target_lang)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
         streams = {name: self._load_stream(data_path, split, name, combine) for name in self.stream_names}
