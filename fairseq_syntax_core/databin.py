@@ -213,6 +213,8 @@ def check_metadata(meta: Dict, path: str) -> Dict:
                 isinstance(k, str) and isinstance(v, str) and _SHA256.fullmatch(v) for k, v in files.items())):
             raise DataBinError(path, None, f"key splits.{split}.{FILES_KEY}: expected an object of the split's "
                                            "file names and their SHA-256 digests (64 hexadecimal digits)")
+        for name in files or ():
+            check_name(FILE_NAME, name, path, f"splits.{split}.{FILES_KEY}")
     bpe = meta.get("bpe")
     if isinstance(bpe, dict) and "codes" in bpe:
         check_name(FILE_NAME, bpe["codes"], path, "bpe.codes")

@@ -20,6 +20,8 @@ __all__ = ["FILES_KEY", "check_split_files", "split_file_digests", "split_files_
 FILES_KEY = "files_sha256"
 
 _CHUNK = 1 << 20
+#: a recorded name is only looked up in the data-bin's folder: a plain file name, never a path
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def _sha256(path: str) -> str:
@@ -44,12 +46,11 @@ def split_files_problem(folder: str, meta: Dict, split: str, src: str, tgt: str)
     recorded_files = recorded(meta, split)
     if recorded_files is None:
         return None
-    found = split_file_digests(folder, split, src, tgt)
-    for name in sorted(set(recorded_files) | set(found)):
+    found = {name: _sha256(os.path.join(folder, name)) for name in recorded_files
+             if _PLAIN.fullmatch(name) and os.path.isfile(os.path.join(folder, name))}
+    for name in sorted(recorded_files):  # files added later are not the pipeline's: no stream of it reads them
         if name not in found:
             return name, f"missing, but syntax.json records it for split {split!r}"
-        if name not in recorded_files:
-            return name, f"not a file of this data-bin (syntax.json records no such file for split {split!r})"
         if found[name] != recorded_files[name]:
             return name, (f"not the file this data-bin was made with (SHA-256 {found[name][:12]}..., syntax.json "
                     f"records {str(recorded_files[name])[:12]}...): copied in from another data-bin (a perturbed "

@@ -319,9 +319,6 @@ def run(args) -> Dict[str, int]:
                 if len(d) != n:
                     raise InputError(prefix[s_name] + ".bin", None, f"holds {len(d)} sentences, the source text {n}: "
                                      "damaged, or from another run")
-            problem = split_files_problem(args.data_bin, meta, split, src, tgt)
-            if problem is not None:
-                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
             recorded = (meta.get("splits", {}).get(split) or {}).get("sentences")
             if isinstance(recorded, int) and recorded != n:
                 raise InputError(meta_path, None, f"records {recorded} sentences for split {split!r}, its files hold "
@@ -347,6 +344,9 @@ def run(args) -> Dict[str, int]:
                 if reconvert:
                     tree.phrase = phrase_of_pieces(new_heads, new_labels != subword)
                 trees.append(tree)
+            problem = split_files_problem(args.data_bin, meta, split, src, tgt)  # after what names a damage
+            if problem is not None:
+                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
             out_prefix = {s: stream_prefix(out, split, src, tgt, src, s) for s in written}
             write_streams(out_prefix, trees, {LABEL.name: labels}, written)
             with open(stream_prefix(out, split, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:

@@ -197,10 +197,6 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         check_token_ids(data_path, split, self.cfg.source_lang, self.cfg.target_lang,
                         {self.cfg.source_lang: len(self.src_dict), self.cfg.target_lang: len(self.tgt_dict)})
-        meta = self.metadata if data_path == paths[0] else read_metadata(os.path.join(data_path, METADATA_FILE))
-        for name in [split] + list(itertools.takewhile(lambda s: s in meta.get("splits", {}),
-                                                       (f"{split}{k}" for k in itertools.count(1)) if combine else ())):
-            check_split_files(data_path, meta, name, self.cfg.source_lang, self.cfg.target_lang)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         pair = self.datasets[split]
         streams = {name: self._load_stream(data_path, split, name, combine) for name in self.stream_names}
@@ -214,6 +210,11 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
                 f"{error}: the side-files do not match the source text (damaged, or from another run); {REMAKE}",
             ) from None
         target_streams = self._load_target_streams(data_path, split, pair, combine)
+        # last: a damaged file is named by what is wrong with it above, a whole foreign one here
+        meta = self.metadata if data_path == paths[0] else read_metadata(os.path.join(data_path, METADATA_FILE))
+        for name in [split] + list(itertools.takewhile(lambda s: s in meta.get("splits", {}),
+                                                       (f"{split}{k}" for k in itertools.count(1)) if combine else ())):
+            check_split_files(data_path, meta, name, self.cfg.source_lang, self.cfg.target_lang)
         self.datasets[split] = SyntaxLanguagePairDataset(
             pair, streams, self.stream_dictionaries, self.syntax_requested,
             target_streams=target_streams, target_dictionaries=self.target_stream_dictionaries,
