@@ -6,7 +6,7 @@ write through it."""
 import contextlib
 import os
 import sys
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from fairseq_syntax_core import decoding_record
 from fairseq_syntax_core.databin import split_perturbation
@@ -139,6 +139,7 @@ def earlier_results_kept(cfg):
                 else "not a regular file, which fairseq-generate cannot write")
         raise UsageError(f"--results-path {one_line(folder)}: generate-{one_line(subset)}.txt there is {what}: "
                          "remove it, or give another folder")
+    made = _missing_folders(folder)
     lock = _lock_results(folder, subset)
     try:
         if not os.path.isfile(path):
@@ -157,9 +158,28 @@ def earlier_results_kept(cfg):
                           f"results are kept as {one_line(kept)}", file=sys.stderr)
             raise
         os.remove(kept)
+    except BaseException:  # a failed run leaves no folder it made (nothing of it is left in them)
+        if lock is not None:
+            release(*lock)
+            lock = None
+        for made_folder in made:
+            try:
+                os.rmdir(made_folder)
+            except OSError:
+                break
+        raise
     finally:
         if lock is not None:
             release(*lock)
+
+
+def _missing_folders(folder: str) -> List[str]:
+    """The folders of ``folder``'s path that do not exist yet, deepest first (those this run will make)."""
+    missing, path = [], os.path.abspath(folder)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
 
 
 def _lock_results(folder: str, subset: str) -> Optional[Tuple[str, int]]:

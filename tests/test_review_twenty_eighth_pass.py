@@ -1263,3 +1263,18 @@ def test_a_perturbed_copys_side_files_in_a_clean_data_bin_are_refused_not_decode
     one_line_error(call([tool("fairseq-syntax-perturb"), "mixed", "--destdir", "again", "--p", "0.1"], cwd=tmp_path,
                         expect_ok=False), "fairseq-syntax-perturb", "mixed/test.en-de.en.head.bin")
     assert not (tmp_path / "again").exists()
+
+
+def test_a_refused_generate_leaves_no_results_folder_it_made(tmp_path):
+    """The results file was removed, but the folders made for it stayed (hostile pass V)."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    (tmp_path / "mine").mkdir()
+    for results in ("new/deeper/res", "mine/res"):
+        refused = call([tool("fairseq-generate"), "data-bin", "--user-dir", "fairseq_syntax", "--task",
+                        "syntax_translation", "--path", os.path.join(FIXTURE, "checkpoints", "transformer_dep_rel.pt"),
+                        "--beam", "0", "--results-path", results], cwd=tmp_path, expect_ok=False)
+        one_line_error(refused, "fairseq-generate", "--beam 0")
+    assert sorted(os.listdir(tmp_path)) == ["data-bin", "mine"] and os.listdir(tmp_path / "mine") == []
