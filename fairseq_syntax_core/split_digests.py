@@ -10,11 +10,13 @@ load (about 1 s per GB); data-bins made before this record carry none and are no
 """
 
 import hashlib
+import itertools
 import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-__all__ = ["FILES_KEY", "check_split_files", "split_file_digests", "split_files_problem"]
+__all__ = ["FILES_KEY", "check_split_files", "combined_splits", "records_digests", "split_file_digests",
+           "split_files_problem"]
 
 #: the key of a split's entry in syntax.json's ``splits`` that holds its files' digests
 FILES_KEY = "files_sha256"
@@ -40,29 +42,57 @@ def split_file_digests(folder: str, split: str, src: str, tgt: str) -> Dict[str,
     return {name: _sha256(os.path.join(folder, name)) for name in names}
 
 
+def _read_files(meta: Dict, split: str, src: str, tgt: str) -> List[str]:
+    """The files the task reads for the split: the two texts and every stream ``parsed_langs`` lists, .bin and .idx."""
+    langs = meta.get("parsed_langs") if isinstance(meta.get("parsed_langs"), dict) else {}
+    prefixes = []
+    for lang in (src, tgt):
+        prefixes.append(f"{split}.{src}-{tgt}.{lang}")
+        streams = langs.get(lang)
+        prefixes += [f"{split}.{src}-{tgt}.{lang}.{s}" for s in streams if isinstance(s, str)] \
+            if isinstance(streams, list) else []
+    return [prefix + ext for prefix in prefixes for ext in (".bin", ".idx")]
+
+
 def split_files_problem(folder: str, meta: Dict, split: str, src: str, tgt: str) -> Optional[Tuple[str, str]]:
     """The first of the split's files that differs from ``meta``'s record and what is wrong with it, or None (also
-    when nothing is recorded: :func:`recorded` tells that case apart)."""
+    when nothing is recorded: :func:`recorded` tells that case apart). A file the task reads that the record does
+    not list (an emptied or cut record, a stream added by hand) is a problem too."""
     recorded_files = recorded(meta, split)
     if recorded_files is None:
         return None
+    for name in _read_files(meta, split, src, tgt):
+        if name not in recorded_files and os.path.lexists(os.path.join(folder, name)):
+            return name, (f"read for split {split!r}, but syntax.json records no digest of it (its record of the "
+                          "split was edited, or the file added by hand)")
     found = {name: _sha256(os.path.join(folder, name)) for name in recorded_files
              if _PLAIN.fullmatch(name) and os.path.isfile(os.path.join(folder, name))}
-    for name in sorted(recorded_files):  # files added later are not the pipeline's: no stream of it reads them
+    for name in sorted(recorded_files):
         if name not in found:
             return name, f"missing, but syntax.json records it for split {split!r}"
         if found[name] != recorded_files[name]:
             return name, (f"not the file this data-bin was made with (SHA-256 {found[name][:12]}..., syntax.json "
-                    f"records {str(recorded_files[name])[:12]}...): copied in from another data-bin (a perturbed "
-                    "copy?) or changed since")
+                          f"records {str(recorded_files[name])[:12]}...): copied in from another data-bin (a "
+                          "perturbed copy?) or changed since")
     return None
 
 
 def recorded(meta: Dict, split: str) -> Optional[Dict[str, str]]:
-    """The split's recorded digests, or None when the data-bin carries none (made by an earlier release)."""
-    entry = (meta.get("splits") or {}).get(split)
+    """The split's recorded digests, or None when there are none. In a data-bin that records them for any split, a
+    split without a record is ``{}`` (every file it has is then unrecorded): a split added to the data-bin by hand
+    is not taken for one of an earlier release."""
+    splits = meta.get("splits") if isinstance(meta.get("splits"), dict) else {}
+    entry = splits.get(split)
     files = entry.get(FILES_KEY) if isinstance(entry, dict) else None
-    return files if isinstance(files, dict) else None
+    if isinstance(files, dict):
+        return files
+    return {} if records_digests(meta) else None
+
+
+def records_digests(meta: Dict) -> bool:
+    """Whether the data-bin records its splits' digests (made by this release or later)."""
+    splits = meta.get("splits") if isinstance(meta.get("splits"), dict) else {}
+    return any(isinstance(entry, dict) and FILES_KEY in entry for entry in splits.values())
 
 
 def check_split_files(folder: str, meta: Dict, split: str, src: str, tgt: str) -> None:
@@ -78,7 +108,26 @@ def check_split_files(folder: str, meta: Dict, split: str, src: str, tgt: str) -
             "by an earlier release): a side-file copied in from another data-bin cannot be detected; remake it with "
             "fairseq-syntax-preprocess to have its files checked")
         return
+    entry = (meta.get("splits") or {}).get(split)
+    if not (isinstance(entry, dict) and FILES_KEY in entry):
+        listed = sorted(n for n, e in (meta.get("splits") or {}).items() if isinstance(e, dict) and FILES_KEY in e)
+        raise DataBinError(os.path.join(folder, "syntax.json"), None, f"records no files of a split {split!r} (it "
+                           f"records {', '.join(listed)}): that split's files were added by hand; make it with "
+                           "fairseq-syntax-preprocess")
     problem = split_files_problem(folder, meta, split, src, tgt)
     if problem is not None:
         raise DataBinError(os.path.join(folder, problem[0]), None, f"{problem[1]}; take the data-bin's own file, or "
                            "remake the data-bin with fairseq-syntax-preprocess")
+
+
+def combined_splits(folder: str, split: str, src: str, tgt: str) -> List[str]:
+    """``split`` and the ``split1``, ``split2``... fairseq's combine reads after it (while either direction's source
+    text is there, as fairseq looks for them), whether or not syntax.json lists them."""
+    names = [split]
+    for k in itertools.count(1):
+        name = f"{split}{k}"
+        if not any(os.path.lexists(os.path.join(folder, f"{name}.{a}-{b}.{src}.{ext}"))
+                   for a, b in ((src, tgt), (tgt, src)) for ext in ("bin", "idx")):
+            return names
+        names.append(name)
+    return names

@@ -354,8 +354,12 @@ def run(args) -> Dict[str, int]:
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
             opened.close()  # this split's datasets (nothing read from them is used after: the trees hold copies)
         meta = dict(meta, splits={k: dict(v) for k, v in meta.get("splits", {}).items()})
-        for split in splits:  # this split's side-files are new: their digests too (split_digests.py)
-            meta["splits"].setdefault(split, {})[FILES_KEY] = split_file_digests(out, split, src, tgt)
+        for split in meta["splits"]:  # the copied splits checked (a data-bin of an earlier release: nothing to check)
+            problem = None if split in splits else split_files_problem(args.data_bin, meta, split, src, tgt)
+            if problem is not None:
+                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
+        for split in meta["splits"]:  # then every split's digests: the perturbed ones' are new
+            meta["splits"][split][FILES_KEY] = split_file_digests(out, split, src, tgt)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],
                   "rng": SCHEME,

@@ -1263,6 +1263,23 @@ def test_a_perturbed_copys_side_files_in_a_clean_data_bin_are_refused_not_decode
     one_line_error(call([tool("fairseq-syntax-perturb"), "mixed", "--destdir", "again", "--p", "0.1"], cwd=tmp_path,
                         expect_ok=False), "fairseq-syntax-perturb", "mixed/test.en-de.en.head.bin")
     assert not (tmp_path / "again").exists()
+    # the record emptied, so that the foreign file is listed nowhere (hostile pass W): refused, and perturb does not
+    # launder it into a fully recorded data-bin
+    meta = json.loads((tmp_path / "mixed" / "syntax.json").read_text(encoding="utf-8"))
+    meta["splits"]["test"]["files_sha256"] = {}
+    (tmp_path / "mixed" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    one_line_error(call([*decode, "mixed"], cwd=tmp_path, expect_ok=False), "fairseq-generate",
+                   "mixed/test.en-de.en.bin: read for split 'test', but syntax.json records no digest of it")
+    one_line_error(call([tool("fairseq-syntax-perturb"), "mixed", "--destdir", "again", "--p", "0.1"], cwd=tmp_path,
+                        expect_ok=False), "fairseq-syntax-perturb", "records no digest")
+    # a whole split added by hand: fairseq's combine trains on train1 whenever its files are there
+    shutil.copytree(clean, tmp_path / "extra")
+    for name in os.listdir(tmp_path / "noisy"):
+        if name.startswith("train.en-de.") and name.endswith((".bin", ".idx")):
+            shutil.copy(tmp_path / "noisy" / name, tmp_path / "extra" / ("train1" + name[len("train"):]))
+    one_line_error(call([*few[:1], "extra", *few[2:], "--required-batch-size-multiple", "1", "--save-dir", "ck2"],
+                        cwd=tmp_path, expect_ok=False), "fairseq-train",
+                   "extra/syntax.json: records no files of a split 'train1'")
 
 
 def test_a_refused_generate_leaves_no_results_folder_it_made(tmp_path):
@@ -1278,3 +1295,26 @@ def test_a_refused_generate_leaves_no_results_folder_it_made(tmp_path):
                         "--beam", "0", "--results-path", results], cwd=tmp_path, expect_ok=False)
         one_line_error(refused, "fairseq-generate", "--beam 0")
     assert sorted(os.listdir(tmp_path)) == ["data-bin", "mine"] and os.listdir(tmp_path / "mine") == []
+
+
+def test_a_split_listed_nowhere_or_a_cut_record_is_refused_and_an_older_data_bin_only_warned_about(tmp_path, caplog):
+    from fairseq_syntax_core.errors import DataBinError
+    from fairseq_syntax_core.split_digests import FILES_KEY, check_split_files, combined_splits, split_file_digests
+
+    for split in ("test", "test1", "test3"):
+        for name in ("en.bin", "en.idx", "de.bin", "de.idx", "en.head.bin", "en.head.idx"):
+            (tmp_path / f"{split}.en-de.{name}").write_bytes(f"{split} {name}".encode())
+    (tmp_path / "test2.de-en.en.bin").write_bytes(b"the other direction, which fairseq also reads")
+    assert combined_splits(str(tmp_path), "test", "en", "de") == ["test", "test1", "test2", "test3"]
+    full = split_file_digests(str(tmp_path), "test", "en", "de")
+    meta = {"parsed_langs": {"en": ["head"]}, "splits": {"test": {FILES_KEY: full}}}
+    check_split_files(str(tmp_path), meta, "test", "en", "de")
+    with pytest.raises(DataBinError, match=r"syntax.json: records no files of a split 'test1' \(it records test\)"):
+        check_split_files(str(tmp_path), meta, "test1", "en", "de")
+    cut = dict(meta, splits={"test": {FILES_KEY: {k: v for k, v in full.items() if ".head." not in k}}})
+    with pytest.raises(DataBinError, match=r"test.en-de.en.head.bin: read for split 'test', but syntax.json records"):
+        check_split_files(str(tmp_path), cut, "test", "en", "de")
+    older = {"parsed_langs": {"en": ["head"]}, "splits": {"test": {"sentences": 1}}}
+    with caplog.at_level("WARNING"):
+        check_split_files(str(tmp_path), older, "test1", "en", "de")
+    assert "made by an earlier release" in caplog.text

@@ -189,6 +189,10 @@ def _add_node_stream(data_bin, monkeypatch, lengths_of, values_of=None):
     meta_path = data_bin / "syntax.json"
     meta = json.loads(meta_path.read_text())
     meta["parsed_langs"]["en"].append(stream.name)
+    from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests
+
+    for split in ("train", "valid", "test"):  # a later stage records its files, as the pipeline does
+        meta["splits"][split][FILES_KEY] = split_file_digests(str(data_bin), split, "en", "de")
     meta_path.write_text(json.dumps(meta))
 
 

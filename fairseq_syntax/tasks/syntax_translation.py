@@ -1,7 +1,6 @@
 """The ``syntax_translation`` task: fairseq's ``translation`` plus syntax side-files (source; target when parsed)."""
 
 import argparse
-import itertools
 import logging
 import os
 from typing import List, Optional, Set
@@ -39,7 +38,7 @@ from fairseq_syntax_core.databin import (
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.errors import CheckpointError, DataBinError, UsageError
-from fairseq_syntax_core.split_digests import check_split_files
+from fairseq_syntax_core.split_digests import check_split_files, combined_splits
 from fairseq_syntax_core.names import LANGUAGE, name_problem
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.shards import missing_shards
@@ -212,9 +211,9 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
         target_streams = self._load_target_streams(data_path, split, pair, combine)
         # last: a damaged file is named by what is wrong with it above, a whole foreign one here
         meta = self.metadata if data_path == paths[0] else read_metadata(os.path.join(data_path, METADATA_FILE))
-        for name in [split] + list(itertools.takewhile(lambda s: s in meta.get("splits", {}),
-                                                       (f"{split}{k}" for k in itertools.count(1)) if combine else ())):
-            check_split_files(data_path, meta, name, self.cfg.source_lang, self.cfg.target_lang)
+        src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        for name in combined_splits(data_path, split, src, tgt) if combine else [split]:
+            check_split_files(data_path, meta, name, src, tgt)
         self.datasets[split] = SyntaxLanguagePairDataset(
             pair, streams, self.stream_dictionaries, self.syntax_requested,
             target_streams=target_streams, target_dictionaries=self.target_stream_dictionaries,
