@@ -113,7 +113,10 @@ for arch in $ARCHS; do
   started=$(date +%s)
   # the commit that trains the run (the checkout may change before the result is recorded)
   commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
+  # (the results folder this recipe rewrites, its README's table, does not make the code dirty)
+  results_rel=$(realpath -m --relative-to="$REPO" "$RESULTS")
+  case "$results_rel" in ..*|/*) own=() ;; *) own=(":(exclude)$results_rel") ;; esac
+  [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no -- . "${own[@]}" 2>/dev/null)" ] || commit="$commit+dirty"
   OMP_NUM_THREADS=$THREADS fairseq-train "$OUT/data-bin" --user-dir fairseq_syntax --task syntax_translation \
       --arch "$arch" $ARCH_MODEL --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-9 \
       --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates "${WARMUP:-800}" --clip-norm 0.0 \
