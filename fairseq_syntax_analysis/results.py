@@ -278,7 +278,8 @@ def get_parser() -> argparse.ArgumentParser:
                      help="the run's fairseq-train log: the validation metrics of the best checkpoint's update "
                           "(loss, the translation's own nll_loss, nll_loss_fed ...) go into the result as best_valid")
     rec.add_argument("--valid-subset", default="valid",
-                     help="the subset whose validation --train-log reads (fairseq-train's --valid-subset; default valid)")
+                     help="fairseq-train's --valid-subset: the validation --train-log reads is its first subset's "
+                          "(the one fairseq selects checkpoints on; default valid)")
     rec.add_argument("--max-update", type=int, required=True, help="the cap every model of the table shares")
     rec.add_argument("--patience", type=int, default=None,
                      help="fairseq-train's --patience (validation every epoch): a run that stopped before the cap "
@@ -418,7 +419,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if problem is not None:
                 raise InputError(eval_paths[test], None, f"cannot be recorded: {problem}")
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
-            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
+            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"],  # fairseq selects on the first
+                                                 args.valid_subset.split(",")[0].strip())
             problem = logged_best_problem(result["best_valid"], facts)
             if problem is not None:
                 raise InputError(args.train_log, None, problem)

@@ -22,6 +22,7 @@ __all__ = ["FILES_KEY", "check_split_files", "combined_splits", "records_digests
 FILES_KEY = "files_sha256"
 
 _CHUNK = 1 << 20
+_warned: set = set()  # (folder, split) warned about once per process
 #: a recorded name is only looked up in the data-bin's folder: a plain file name, never a path
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
@@ -78,14 +79,14 @@ def split_files_problem(folder: str, meta: Dict, split: str, src: str, tgt: str)
 
 
 def recorded(meta: Dict, split: str) -> Optional[Dict[str, str]]:
-    """The split's recorded digests, or None when there are none. In a data-bin that records them for any split, a
-    split without a record is ``{}`` (every file it has is then unrecorded): a split added to the data-bin by hand
-    is not taken for one of an earlier release."""
+    """The split's recorded digests, or None when it has none (a data-bin of an earlier release, or a split that
+    ``perturb`` copied from one unchecked). In a data-bin that records them, a split it does not list at all is
+    ``{}`` (every file it has is then unrecorded): a split added by hand is not taken for one of an earlier release."""
     splits = meta.get("splits") if isinstance(meta.get("splits"), dict) else {}
     entry = splits.get(split)
-    files = entry.get(FILES_KEY) if isinstance(entry, dict) else None
-    if isinstance(files, dict):
-        return files
+    if isinstance(entry, dict):
+        files = entry.get(FILES_KEY)
+        return files if isinstance(files, dict) else None
     return {} if records_digests(meta) else None
 
 
@@ -103,13 +104,14 @@ def check_split_files(folder: str, meta: Dict, split: str, src: str, tgt: str) -
     from .errors import DataBinError
 
     if recorded(meta, split) is None:
-        logging.getLogger("fairseq_syntax").warning(
-            f"{os.path.join(folder, 'syntax.json')} records no digests of the {split} split's files (a data-bin made "
-            "by an earlier release): a side-file copied in from another data-bin cannot be detected; remake it with "
-            "fairseq-syntax-preprocess to have its files checked")
+        if (os.path.realpath(folder), split) not in _warned:
+            _warned.add((os.path.realpath(folder), split))
+            logging.getLogger("fairseq_syntax").warning(
+                f"{os.path.join(folder, 'syntax.json')} records no digests of the {split} split's files (a data-bin "
+                "of an earlier release, a copy of one, or a record removed): a side-file copied in from another "
+                "data-bin cannot be detected; remake it with fairseq-syntax-preprocess to have its files checked")
         return
-    entry = (meta.get("splits") or {}).get(split)
-    if not (isinstance(entry, dict) and FILES_KEY in entry):
+    if split not in (meta.get("splits") or {}):
         listed = sorted(n for n, e in (meta.get("splits") or {}).items() if isinstance(e, dict) and FILES_KEY in e)
         raise DataBinError(os.path.join(folder, "syntax.json"), None, f"records no files of a split {split!r} (it "
                            f"records {', '.join(listed)}): that split's files were added by hand; make it with "

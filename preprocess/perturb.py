@@ -52,7 +52,10 @@ from fairseq_syntax_core.databin import (
     recorded_perturbation, required, stream_prefix,
 )
 from fairseq_syntax_core.phrase import expand_to_pieces, from_dependency
-from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests, split_files_problem
+from fairseq_syntax_core.split_digests import recorded as recorded_digests
+from fairseq_syntax_core.split_digests import (
+    FILES_KEY, check_split_files, split_file_digests,
+)
 from fairseq_syntax_core.errors import InputError, UsageError
 from fairseq_syntax_core.jsonfile import read_json_file
 from fairseq_syntax_core.indexed_files import (
@@ -344,9 +347,7 @@ def run(args) -> Dict[str, int]:
                 if reconvert:
                     tree.phrase = phrase_of_pieces(new_heads, new_labels != subword)
                 trees.append(tree)
-            problem = split_files_problem(args.data_bin, meta, split, src, tgt)  # after what names a damage
-            if problem is not None:
-                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
+            check_split_files(args.data_bin, meta, split, src, tgt)  # after what names a damage
             out_prefix = {s: stream_prefix(out, split, src, tgt, src, s) for s in written}
             write_streams(out_prefix, trees, {LABEL.name: labels}, written)
             with open(stream_prefix(out, split, src, tgt, src, "conllu"), "w", encoding="utf-8") as handle:
@@ -354,12 +355,14 @@ def run(args) -> Dict[str, int]:
                     handle.write(format_conllu(tree, f"sent_id = {split}-{i}", meta.get("pos_column", "upos")))
             opened.close()  # this split's datasets (nothing read from them is used after: the trees hold copies)
         meta = dict(meta, splits={k: dict(v) for k, v in meta.get("splits", {}).items()})
-        for split in meta["splits"]:  # the copied splits checked (a data-bin of an earlier release: nothing to check)
-            problem = None if split in splits else split_files_problem(args.data_bin, meta, split, src, tgt)
-            if problem is not None:
-                raise InputError(os.path.join(args.data_bin, problem[0]), None, f"{problem[1]}; {REMEDY}")
-        for split in meta["splits"]:  # then every split's digests: the perturbed ones' are new
-            meta["splits"][split][FILES_KEY] = split_file_digests(out, split, src, tgt)
+        checked = {}
+        for split in meta["splits"]:  # the copied splits checked: a split whose record was none (an earlier
+            if split not in splits:  # release's) stays without one, warned about, not recorded afresh as checked
+                check_split_files(args.data_bin, meta, split, src, tgt)
+            checked[split] = split in splits or recorded_digests(meta, split) is not None
+        for split in meta["splits"]:  # then the digests: the perturbed splits' are new
+            if checked[split]:
+                meta["splits"][split][FILES_KEY] = split_file_digests(out, split, src, tgt)
         record = {"p": args.p, "seed": args.seed, "splits": splits, "phrase_structure_reconverted": reconvert,
                   "sides": [src], "unchanged_sides": [lang for lang in meta.get(PARSED_LANGS_KEY, {}) if lang != src],
                   "rng": SCHEME,

@@ -1317,4 +1317,28 @@ def test_a_split_listed_nowhere_or_a_cut_record_is_refused_and_an_older_data_bin
     older = {"parsed_langs": {"en": ["head"]}, "splits": {"test": {"sentences": 1}}}
     with caplog.at_level("WARNING"):
         check_split_files(str(tmp_path), older, "test1", "en", "de")
-    assert "made by an earlier release" in caplog.text
+    assert "a data-bin of an earlier release" in caplog.text
+
+
+def test_a_stripped_record_is_not_laundered_by_perturb_nor_accepted_beside_a_recording_shard(tmp_path):
+    """With every files_sha256 key removed, a data-bin reads as one of an earlier release: perturb then recorded fresh
+    digests of the swapped-in files it copied, and a stripped second shard trained beside a recording first one
+    (hostile pass X)."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    clean = _hand_parsed_bin(tmp_path)
+    shutil.copytree(clean, tmp_path / "stripped")
+    meta = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))
+    for entry in meta["splits"].values():
+        del entry["files_sha256"]
+    (tmp_path / "stripped" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    done = call([tool("fairseq-syntax-perturb"), "stripped", "--destdir", "noisy", "--p", "0.5", "--splits", "test"],
+                cwd=tmp_path)
+    assert "records no digests of the train split's files" in done.stderr
+    splits = json.loads((tmp_path / "noisy" / "syntax.json").read_text(encoding="utf-8"))["splits"]
+    assert "files_sha256" in splits["test"] and "files_sha256" not in splits["train"]  # copied unchecked: unrecorded
+    train = [tool("fairseq-train"), "bin:stripped", *TINY[1:], "--arch", "transformer_dep_rel", "--max-tokens", "1000",
+             "--max-update", "2", "--cpu", "--required-batch-size-multiple", "1"]
+    one_line_error(call(train, cwd=tmp_path, expect_ok=False), "fairseq-train",
+                   "stripped/syntax.json: records no digests of its files, but bin among the same data paths does")

@@ -38,7 +38,7 @@ from fairseq_syntax_core.databin import (
 from fairseq_syntax_core.checkpoint_loader import settings_size_problem
 from fairseq_syntax_core import checkpoint_loader
 from fairseq_syntax_core.errors import CheckpointError, DataBinError, UsageError
-from fairseq_syntax_core.split_digests import check_split_files, combined_splits
+from fairseq_syntax_core.split_digests import check_split_files, combined_splits, records_digests
 from fairseq_syntax_core.names import LANGUAGE, name_problem
 from fairseq_syntax_core.oneline import one_line
 from fairseq_syntax_core.shards import missing_shards
@@ -192,6 +192,12 @@ class SyntaxTranslationTask(DataIdentity, RawTextInference, TranslationTask):
             warning = missing_shards(listed)
             if warning:
                 logger.warning(warning)
+            recording = [path for path, meta in listed if records_digests(meta)]
+            if recording and len(recording) < len(listed):  # shards of one release record alike
+                stripped = next(path for path, meta in listed if not records_digests(meta))
+                raise DataBinError(os.path.join(stripped, METADATA_FILE), None, "records no digests of its files, "
+                                   f"but {recording[0]} among the same data paths does: its record was removed, or "
+                                   "it is a data-bin of an earlier release; remake it with fairseq-syntax-preprocess")
         data_path = paths[(epoch - 1) % len(paths)]
         check_split(data_path, split, self.cfg.source_lang, self.cfg.target_lang)
         check_token_ids(data_path, split, self.cfg.source_lang, self.cfg.target_lang,
