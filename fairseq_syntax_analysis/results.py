@@ -419,8 +419,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             if problem is not None:
                 raise InputError(eval_paths[test], None, f"cannot be recorded: {problem}")
         if args.train_log:  # the best checkpoint's validation as logged: the translation's own loss too
-            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"],  # fairseq selects on the first
-                                                 args.valid_subset.split(",")[0].strip())
+            result["best_valid"] = valid_metrics(args.train_log, facts["best_updates"], args.valid_subset)
             problem = logged_best_problem(result["best_valid"], facts)
             if problem is not None:
                 raise InputError(args.train_log, None, problem)

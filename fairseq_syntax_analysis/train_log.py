@@ -103,8 +103,10 @@ def _json_validation(line: str) -> Optional[Tuple[str, Dict]]:
 def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, float]:
     """The :data:`KEPT` metrics of the last validation of ``subset`` logged at ``updates`` in ``path``.
 
-    Raises :class:`InputError` naming the file when it cannot be read or logs no such validation.
+    ``subset`` may be fairseq-train's own ``--valid-subset`` list: its first subset is the one fairseq selects
+    checkpoints on. Raises :class:`InputError` naming the file when it cannot be read or logs no such validation.
     """
+    subset = subset.split(",")[0].strip()
     found: Optional[Dict[str, float]] = None
     if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
         raise InputError(path, None, "is not a regular file (a FIFO, socket or device): expected fairseq-train's log")

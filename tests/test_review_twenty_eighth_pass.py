@@ -1342,3 +1342,15 @@ def test_a_stripped_record_is_not_laundered_by_perturb_nor_accepted_beside_a_rec
              "--max-update", "2", "--cpu", "--required-batch-size-multiple", "1"]
     one_line_error(call(train, cwd=tmp_path, expect_ok=False), "fairseq-train",
                    "stripped/syntax.json: records no digests of its files, but bin among the same data paths does")
+
+
+def test_record_reads_the_first_subset_of_fairseq_trains_valid_subset_list(tmp_path):
+    """``--valid-subset valid,test`` (the run's own value) was refused as "is it this run's log?"."""
+    from fairseq_syntax_analysis.train_log import valid_metrics
+
+    log = tmp_path / "train.log"
+    log.write_text("2026-11-27 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 4.5 | nll_loss 3.1 | "
+                   "ppl 8.6 | num_updates 20\n2026-11-27 10:00:01 | INFO | valid | epoch 001 | valid on 'test' subset "
+                   "| loss 9.9 | nll_loss 9.9 | ppl 99 | num_updates 20\n", encoding="utf-8")
+    assert valid_metrics(str(log), 20, "valid,test") == valid_metrics(str(log), 20, "valid")
+    assert valid_metrics(str(log), 20, "valid,test")["loss"] == 4.5
