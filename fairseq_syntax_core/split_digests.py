@@ -11,9 +11,12 @@ load (about 1 s per GB); data-bins made before this record carry none and are no
 
 import hashlib
 import itertools
+import logging
 import os
 import re
 from typing import Dict, List, Optional, Tuple
+
+from .errors import DataBinError
 
 __all__ = ["FILES_KEY", "check_split_files", "combined_splits", "records_digests", "split_file_digests",
            "split_files_problem"]
@@ -21,6 +24,7 @@ __all__ = ["FILES_KEY", "check_split_files", "combined_splits", "records_digests
 #: the key of a split's entry in syntax.json's ``splits`` that holds its files' digests
 FILES_KEY = "files_sha256"
 
+logger = logging.getLogger("fairseq_syntax")
 _CHUNK = 1 << 20
 _warned: set = set()  # (folder, split) warned about once per process
 #: a recorded name is only looked up in the data-bin's folder: a plain file name, never a path
@@ -99,14 +103,10 @@ def records_digests(meta: Dict) -> bool:
 def check_split_files(folder: str, meta: Dict, split: str, src: str, tgt: str) -> None:
     """Refuse the split (:class:`~.errors.DataBinError`, naming the file) when its files are not those ``meta``
     records; a data-bin that records none is loaded with a warning that the check is impossible."""
-    import logging
-
-    from .errors import DataBinError
-
     if recorded(meta, split) is None:
         if (os.path.realpath(folder), split) not in _warned:
             _warned.add((os.path.realpath(folder), split))
-            logging.getLogger("fairseq_syntax").warning(
+            logger.warning(
                 f"{os.path.join(folder, 'syntax.json')} records no digests of the {split} split's files (a data-bin "
                 "of an earlier release, a copy of one, or a record removed): a side-file copied in from another "
                 "data-bin cannot be detected; remake it with fairseq-syntax-preprocess to have its files checked")
