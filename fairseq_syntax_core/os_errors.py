@@ -2,6 +2,10 @@
 
 import errno
 import os
+import select
+import stat
+import sys
+from typing import Optional
 
 from .errors import UserError
 from .oneline import one_line
@@ -17,6 +21,26 @@ _OS_HINTS = {
 }
 
 
+def _failing_standard_output(error: OSError) -> Optional[str]:
+    """``"standard output"`` when it is what ``error`` (which names no file) failed to write: a pipe whose reader
+    is gone (``| head -1``), ``/dev/full``, or a file on a file system that is full; None otherwise."""
+    try:
+        fd = sys.__stdout__.fileno()
+        mode, rdev = os.fstat(fd).st_mode, os.fstat(fd).st_rdev
+        if error.errno == errno.EPIPE and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            failed = any(events & select.POLLERR for _, events in poller.poll(0))
+        elif error.errno in (errno.ENOSPC, errno.EDQUOT):
+            failed = (stat.S_ISCHR(mode) and rdev == os.makedev(1, 7)) or (  # /dev/full
+                stat.S_ISREG(mode) and os.fstatvfs(fd).f_bavail == 0)
+        else:
+            failed = False
+    except (OSError, ValueError, AttributeError):  # stdout closed, or no such calls here
+        return None
+    return "standard output" if failed else None
+
+
 def error_message(error: BaseException) -> str:
     """The one line that tells the user about ``error`` (after ``PROG: error:``).
 
@@ -27,8 +51,11 @@ def error_message(error: BaseException) -> str:
     if isinstance(error, OSError) and not isinstance(error, UserError) and error.strerror:
         files = [one_line(os.fsdecode(f) if isinstance(f, (str, bytes)) else str(f))
                  for f in (error.filename, error.filename2) if f is not None]
+        stdout = None if files else _failing_standard_output(error)
+        files = files or ([stdout] if stdout else [])
         message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
-        hint = _OS_HINTS.get(error.errno)
+        hint = _OS_HINTS.get(error.errno, "the command reading the output stopped reading"
+                             if stdout and error.errno == errno.EPIPE else None)
         if error.errno in (errno.EEXIST, errno.ENOTDIR) and len(files) == 1:  # os.makedirs onto or under a file
             from .fileio import file_in_the_way  # (fileio imports interrupts, which imports this)
 

@@ -74,7 +74,9 @@ def split_files_problem(folder: str, meta: Dict, split: str, src: str, tgt: str)
              if _PLAIN.fullmatch(name) and os.path.isfile(os.path.join(folder, name))}
     for name in sorted(recorded_files):
         if name not in found:
-            return name, f"missing, but syntax.json records it for split {split!r}"
+            what = ("not a plain file name" if not _PLAIN.fullmatch(name) else "not a regular file (a folder?)"
+                    if os.path.lexists(os.path.join(folder, name)) else "missing")
+            return name, f"{what}, but syntax.json records it for split {split!r}"
         if found[name] != recorded_files[name]:
             return name, (f"not the file this data-bin was made with (SHA-256 {found[name][:12]}..., syntax.json "
                           f"records {str(recorded_files[name])[:12]}...): copied in from another data-bin (a "

@@ -1220,7 +1220,10 @@ def test_split_digests_name_the_file_that_is_missing_foreign_or_changed(tmp_path
     assert split_files_problem(str(tmp_path), meta, "test", "en", "de") is None
     (tmp_path / "outside.bin").write_bytes(b"text")
     forged = {"splits": {"test": {FILES_KEY: {"../outside.bin": digests["test.en-de.en.bin"]}}}}
-    assert split_files_problem(str(tmp_path / "sub"), forged, "test", "en", "de")[1].startswith("missing")
+    assert split_files_problem(str(tmp_path / "sub"), forged, "test", "en", "de")[1].startswith("not a plain file name")
+    (tmp_path / "test.en-de.en.head.bin").unlink()
+    (tmp_path / "test.en-de.en.head.bin").mkdir()  # a folder where the record names a file: not called missing
+    assert split_files_problem(str(tmp_path), meta, "test", "en", "de")[1].startswith("not a regular file")
 
 
 @pytest.mark.parametrize("files", [[], "x", {"test.en-de.en.bin": "abc"}, {"test.en-de.en.bin": 7}])
@@ -1354,3 +1357,23 @@ def test_record_reads_the_first_subset_of_fairseq_trains_valid_subset_list(tmp_p
                    "| loss 9.9 | nll_loss 9.9 | ppl 99 | num_updates 20\n", encoding="utf-8")
     assert valid_metrics(str(log), 20, "valid,test") == valid_metrics(str(log), 20, "valid")
     assert valid_metrics(str(log), 20, "valid,test")["loss"] == 4.5
+
+
+# --- fortieth pass ------------------------------------------------------------------------------------------------
+def test_a_write_to_a_full_or_closed_standard_output_is_named_as_standard_output(tmp_path):
+    """``> /dev/full`` and ``| head -1`` printed "No space left on device" / "Broken pipe", naming no file."""
+    import subprocess
+
+    from .conftest import tool
+    from .helpers import one_line_error
+
+    argv = [tool("fairseq-syntax-report"), "table", os.path.join(ROOT, "examples", "dep_rel", "results", "multi30k"),
+            "--baseline", "transformer"]
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    result.stdout = ""
+    one_line_error(result, "fairseq-syntax-report", "standard output: No space left on device", "the disk is full")
+    reader = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    reader.stdout.close()  # the reader stops before the first line
+    result = subprocess.CompletedProcess(argv, reader.wait(), "", reader.stderr.read())
+    one_line_error(result, "fairseq-syntax-report", "standard output: Broken pipe", "stopped reading")
