@@ -194,6 +194,11 @@ def read_translations(path: str, lang: Optional[str] = None, detokenize: bool = 
             raise TranslationFileError(path, len(lines), "its last line ends without a newline: the file was cut "
                                        "in the middle of a line (an interrupted fairseq-generate, or a truncated copy)")
         return from_generate_output(lines, path, lang, detokenize, references, sources, origin)
+    from fairseq_syntax_core.decoding_record import MARK
+
+    if any(line.startswith(MARK) for line in lines):  # its log lines would be scored as translations
+        raise TranslationFileError(path, None, f"is a fairseq-generate log (its {MARK} line) without H- lines: "
+                                   "decoded with --quiet, which prints no translations? decode without --quiet")
     return lines
 
 

@@ -1377,3 +1377,17 @@ def test_a_write_to_a_full_or_closed_standard_output_is_named_as_standard_output
     reader.stdout.close()  # the reader stops before the first line
     result = subprocess.CompletedProcess(argv, reader.wait(), "", reader.stderr.read())
     one_line_error(result, "fairseq-syntax-report", "standard output: Broken pipe", "stopped reading")
+
+
+def test_a_quiet_generate_log_is_not_scored_as_plain_text_translations(tmp_path):
+    """``fairseq-generate --quiet`` prints no H- lines: its log lines were read as 60 plain-text translations."""
+    from fairseq_syntax_analysis.hypotheses import read_translations
+    from fairseq_syntax_core.decoding_record import MARK
+
+    log = tmp_path / "quiet.log"
+    log.write_text("INFO:fairseq_cli.generate:Translated 2 sentences\nGenerate test with beam=5: BLEU4 = 1.00\n"
+                   f"{MARK}\t{{}}\n", encoding="utf-8")
+    with pytest.raises(InputError, match="without H- lines: decoded with --quiet"):
+        read_translations(str(log))
+    log.write_text("a man rides a bike\ntwo dogs play\n", encoding="utf-8")
+    assert read_translations(str(log)) == ["a man rides a bike", "two dogs play"]
