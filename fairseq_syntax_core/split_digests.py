@@ -6,7 +6,8 @@ digests, but a side-file copied in from another data-bin of the same text passes
 holding them decoded as clean parses, recorded as unperturbed. So the pipeline records, per split, the digest of
 every ``SPLIT.SRC-TGT.*.bin``/``.idx`` it wrote (text and side-files), under ``splits.SPLIT.files_sha256``, and the
 task refuses a split whose files are not those (:func:`split_files_problem`). Hashing reads each file once per
-load (about 1 s per GB); data-bins made before this record carry none and are not checked (a warning says so).
+process while it is unchanged (about 1 s per GB); data-bins made before this record carry none and are not checked
+(a warning says so).
 """
 
 import hashlib
@@ -14,6 +15,7 @@ import itertools
 import logging
 import os
 import re
+import time
 from typing import Dict, List, Optional, Tuple
 
 from .errors import DataBinError
@@ -31,11 +33,25 @@ _warned: set = set()  # (folder, split) warned about once per process
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
+#: digests already taken in this process, by the file's identity and state: a sharded run loads a split every
+#: epoch; a file written since (another size, mtime or ctime, or another inode) is hashed again, and so is one
+#: changed in the last seconds (file times are coarser than a write: two writes may share them)
+_taken: Dict[Tuple, str] = {}
+
+
 def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
+        state = os.fstat(handle.fileno())
+        key = (state.st_dev, state.st_ino, state.st_size, state.st_mtime_ns, state.st_ctime_ns)
+        if key in _taken:
+            return _taken[key]
+        digest = hashlib.sha256()
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
+    if len(_taken) > 4096:
+        _taken.clear()
+    if time.time_ns() - state.st_ctime_ns > 2_000_000_000:
+        _taken[key] = digest.hexdigest()
     return digest.hexdigest()
 
 

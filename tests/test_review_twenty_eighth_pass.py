@@ -1391,3 +1391,23 @@ def test_a_quiet_generate_log_is_not_scored_as_plain_text_translations(tmp_path)
         read_translations(str(log))
     log.write_text("a man rides a bike\ntwo dogs play\n", encoding="utf-8")
     assert read_translations(str(log)) == ["a man rides a bike", "two dogs play"]
+
+
+def test_a_files_digest_is_taken_once_while_it_is_unchanged_and_again_once_written(tmp_path, monkeypatch):
+    """A sharded run loads its splits every epoch: unchanged files are not read again; a rewritten one is."""
+    import hashlib
+    import time
+
+    from fairseq_syntax_core import split_digests
+
+    monkeypatch.setattr(split_digests, "_taken", {})
+    path = tmp_path / "test.en-de.en.head.bin"
+    path.write_bytes(b"heads")
+    first = split_digests._sha256(str(path))
+    assert first == hashlib.sha256(b"heads").hexdigest() and not split_digests._taken  # written just now: not kept
+    now = time.time_ns()
+    monkeypatch.setattr(split_digests.time, "time_ns", lambda: now + 10 ** 10)
+    assert split_digests._sha256(str(path)) == first and first in split_digests._taken.values()
+    path.write_bytes(b"other")  # same size, written in place
+    os.utime(path, ns=(now - 10 ** 9, now - 10 ** 9))
+    assert split_digests._sha256(str(path)) == hashlib.sha256(b"other").hexdigest()
