@@ -7,8 +7,9 @@ names the command that makes it, run from the checkout's root::
     ... the command's output ...
     <!-- /table -->
 
-Two commands are accepted: ``fairseq-syntax-report table ...`` (results of the recipes, one JSON
-per model and seed) and ``python benchmarks/gpu_table.py JSON...`` (the GPU check). Every
+Three commands are accepted: ``fairseq-syntax-report table ...`` (results of the recipes, one JSON
+per model and seed), ``fairseq-syntax-report claims ...`` (each paper's direction of effect, from the same
+JSON) and ``python benchmarks/gpu_table.py JSON...`` (the GPU check). Every
 Markdown file of the documentation is read: ``README.md``, ``docs/**/*.md``, ``examples/**/*.md``
 and ``benchmarks/*.md``.
 
@@ -40,7 +41,8 @@ PATTERNS = ("README.md", "docs/**/*.md", "examples/**/*.md", "benchmarks/*.md")
 
 
 def report_table(argv: List[str]) -> str:
-    """``fairseq-syntax-report table ...`` (``argv`` from ``table`` on): the Markdown it writes with ``--markdown``."""
+    """``fairseq-syntax-report table|claims ...`` (``argv`` from the subcommand on): the Markdown it writes with
+    ``--markdown``."""
     from fairseq_syntax_analysis import results
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,12 +69,12 @@ def gpu_table(argv: List[str]) -> str:
 def generate(command: str) -> str:
     """The Markdown a marker's command makes (run from the checkout's root)."""
     argv = shlex.split(command)
-    if argv[:2] == ["fairseq-syntax-report", "table"]:
+    if argv[:2] in (["fairseq-syntax-report", "table"], ["fairseq-syntax-report", "claims"]):
         return report_table(argv[1:])
     if argv[:2] == ["python", "benchmarks/gpu_table.py"]:
         return gpu_table(argv[2:])
-    raise ValueError(f"unknown table command {command!r}: expected 'fairseq-syntax-report table ...' or "
-                     "'python benchmarks/gpu_table.py ...'")
+    raise ValueError(f"unknown table command {command!r}: expected 'fairseq-syntax-report table ...', "
+                     "'fairseq-syntax-report claims ...' or 'python benchmarks/gpu_table.py ...'")
 
 
 def refresh_text(text: str, stale: Optional[List[str]] = None) -> str:

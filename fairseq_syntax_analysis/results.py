@@ -4,12 +4,11 @@
 (early-stopped or capped), valid loss (the best value of the run's ``--best-checkpoint-metric``,
 named in ``best_checkpoint_metric``; with ``--train-log``, the best checkpoint's validation metrics as
 logged, the translation's own ``nll_loss`` among them, in ``best_valid``), commit, device, wall time,
-and per test set the scores,
-sacreBLEU signatures, hypotheses and per-sentence sufficient statistics of
-``fairseq-syntax-evaluate --statistics``, so paired tests can be recomputed without the
-references. ``table`` reads every result JSON under the given folders and prints (or writes)
-the Markdown table: mean and standard deviation over seeds, and per seed sacreBLEU's paired
-bootstrap against the same seed of the baseline (and of any ``--compare`` pair).
+and per test set the scores, sacreBLEU signatures, hypotheses and per-sentence sufficient statistics of
+``fairseq-syntax-evaluate --statistics``, so paired tests can be recomputed without the references. ``table``
+reads every result JSON under the given folders and prints (or writes) the Markdown table: mean and standard
+deviation over seeds, and per seed sacreBLEU's paired bootstrap against the same seed of the baseline (and of
+any ``--compare`` pair). ``claims`` (:mod:`.claims`) says whether each paper's direction of effect holds.
 
     fairseq-syntax-report record --out results/transformer_rel.seed1.json --model transformer_rel \\
         --seed 1 --save-dir checkpoints/transformer_rel.seed1 --max-update 2000 \\
@@ -38,6 +37,7 @@ from fairseq_syntax_core.oneline import one_line, quoted
 from fairseq_syntax_core.fileio import atomic_write_all, check_distinct_outputs, check_output_path
 
 from .commands import figure_writer, quiet_logging, run_command, text_writer
+from . import claims
 from .noise import noise_figure, noise_points  # the report's parts: one namespace for its command
 from .result_format import (  # noqa: F401
     FORMAT, FORMAT_FAMILY, METRIC_KEYS, PROG, load_results, statistics_rows, test_problem,
@@ -312,6 +312,7 @@ def get_parser() -> argparse.ArgumentParser:
     noise.add_argument("--plot", required=True, help="the PNG to write")
     noise.add_argument("--json", default=None, help="also write the points here")
     noise.add_argument("--title", default="")
+    claims.add_parser(sub)
     return refuse_repeats(p)
 
 
@@ -452,6 +453,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         for model, pts in sorted(points.items()):
             print(f"{one_line(model)}\t" + "\t".join(f"p={p:g}: {b:.2f}" for p, b in pts))
         return 0
+    if args.command == "claims":
+        return claims.main(args, parser)
     compares = []
     for spec in args.compare:
         system, sep, base = spec.partition(":")
@@ -485,8 +488,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     for name, flag in [(args.baseline, "--baseline")] + [(m, "--compare") for pair in compares for m in pair]:
         if name not in models:
             print(f"{PROG}: warning: {flag} {quoted(name)}: no result of that model yet (models: "
-                  f"{quoted(sorted(models))})",
-                  file=sys.stderr)
+                  f"{quoted(sorted(models))})", file=sys.stderr)
     text = make_table(results, args.baseline, compares, args.alpha, table_command(args))
     print(text)
     if args.markdown:

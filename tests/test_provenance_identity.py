@@ -337,3 +337,30 @@ def test_raw_text_segmented_otherwise_than_the_data_bin_is_refused_unless_allowe
     assert words in line and "--allow-other-data-bin" in line, line
     allowed = _interactive(work, "data-bin", *flags, "--allow-other-data-bin", expect_ok=False)
     assert "going on (--allow-other-data-bin)" in allowed.stderr and "Traceback" not in allowed.stderr
+
+
+def test_generate_refuses_a_data_bin_whose_pos_column_is_not_the_one_trained_on(work):
+    """Raw text is tagged from syntax.json's pos_column: an edited one fed the model another tagset, exit 0."""
+    if not (work / "xpos-bin").exists():
+        shutil.copytree(work / "data-bin", work / "xpos-bin")
+        meta = json.loads((work / "xpos-bin" / "syntax.json").read_text(encoding="utf-8"))
+        meta["pos_column"] = "xpos"
+        (work / "xpos-bin" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    result = _generate(work, "xpos-bin", "ckpt/checkpoint_last.pt", expect_ok=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [l for l in result.stderr.splitlines() if ": error: " in l]
+    assert "its POS tags are the 'xpos' column (syntax.json's pos_column), the checkpoint was trained on the 'upos'" \
+           in line and "--allow-other-data-bin" in line, line
+
+
+def test_a_text_dictionary_of_a_language_the_checkpoint_was_not_trained_on_is_no_sign_of_an_old_release():
+    """An en->de checkpoint on an en-fr data-bin: the direction check refuses it; "made by an earlier release"
+    (it records no hash of dict.fr.txt) was a wrong cause, printed first."""
+    from fairseq_syntax.data import provenance
+
+    trained = {provenance.DICTIONARIES: {"dict.en.txt": "a" * 64, "dict.de.txt": "b" * 64},
+               provenance.DIRECTION: ["en", "de"]}
+    now = {provenance.DICTIONARIES: {"dict.en.txt": "a" * 64, "dict.fr.txt": "c" * 64}}
+    assert provenance.unchecked(trained, now) is None
+    del trained[provenance.DIRECTION]  # an earlier release's checkpoint records no direction: it cannot be told
+    assert provenance.unchecked(trained, now) == "records no hash of dict.fr.txt"

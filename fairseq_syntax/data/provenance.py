@@ -60,7 +60,8 @@ MALFORMED = "_malformed"
 DAMAGED = "_damaged"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: the fields compared when raw text is parsed (:func:`differences`)
-FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure")
+FIELDS = ("parser", "parser_version", "spacy_version", "projection", "bpe_codes_sha256", "phrase_structure",
+          "pos_column")
 #: how many hex digits of a hash messages show
 SHORT = 12
 
@@ -94,6 +95,8 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
         "bpe_codes_sha256": codes,
         # where the phrase structure came from (imported brackets or the dependency conversion)
         "phrase_structure": (metadata.get("phrase_structure") or {}).get("source"),
+        # the CoNLL-U column raw text's POS tags are taken from (a tagset the POS dictionary's ids stand for)
+        "pos_column": metadata.get("pos_column", "upos"),
         DICTIONARIES: dictionary_hashes(data_path, metadata),
         PERTURBATION: metadata.get(PERTURBATION) if isinstance(metadata.get(PERTURBATION), dict) else None,
     }
@@ -218,8 +221,10 @@ def unchecked(trained: Optional[Dict], now: Optional[Dict] = None) -> Optional[s
     if not isinstance(hashes, dict) or not hashes or not all(
             isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for v in hashes.values()):
         return "records no hashes of its data-bin's dictionaries"
+    langs = trained.get(DIRECTION)  # a language it was not trained on is the direction check's (not an old release)
     for name in sorted((now or {}).get(DICTIONARIES) or {}):
-        if re.fullmatch(r"dict\.[^.]+\.txt", name) and name not in hashes:  # the text dictionaries
+        if re.fullmatch(r"dict\.[^.]+\.txt", name) and name not in hashes \
+                and not (isinstance(langs, list) and name[len("dict."):-len(".txt")] not in langs):
             return f"records no hash of {_shown(name)}"
     return None
 

@@ -66,11 +66,6 @@ class DataIdentity:
             self._refuse_unless_allowed(CheckpointError(path, None, f"{message}; use an intact checkpoint, or give "
                                                                     "--allow-other-data-bin to go on"), message)
             return
-        missing = provenance.unchecked(trained, self.data_provenance())
-        if missing is not None and missing not in self._provenance_warned:
-            self._provenance_warned.add(missing)
-            logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
-                           f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
         direction, now = (trained or {}).get(provenance.DIRECTION), [self.cfg.source_lang, self.cfg.target_lang]
         made = [self.metadata.get("source_lang"), self.metadata.get("target_lang")]
         if direction is None and trained is not None and None not in made and made != now \
@@ -87,6 +82,11 @@ class DataIdentity:
             self._refuse_unless_allowed(DataBinError(
                 data_path, None, f"{message}; decode in the direction it was trained, or give --allow-other-data-bin "
                                  "to go on"), message)
+        missing = provenance.unchecked(trained, self.data_provenance())
+        if missing is not None and missing not in self._provenance_warned:
+            self._provenance_warned.add(missing)
+            logger.warning(f"{what} {missing} (made by an earlier release of fairseq-syntax): cannot check that "
+                           f"{data_path} holds the files it was trained with; use the data-bin it was trained on")
         rule, ours = (trained or {}).get("projection"), self.data_provenance().get("projection")
         if isinstance(rule, str) and ours is not None and rule != ours:  # subword features derived another way
             message = (f"its projection rule {quoted(ours, 40)} (syntax.json) is not the {quoted(rule, 40)} {what} "
@@ -94,6 +94,13 @@ class DataIdentity:
             self._refuse_unless_allowed(DataBinError(
                 data_path, None, f"{message}; use a data-bin made with --projection {one_line(rule)[:40]}, or give "
                                  "--allow-other-data-bin to go on"), message)
+        column, ours = (trained or {}).get("pos_column"), self.data_provenance().get("pos_column")
+        if isinstance(column, str) and ours is not None and column != ours:  # POS ids of another tagset
+            message = (f"its POS tags are the {quoted(ours, 20)} column (syntax.json's pos_column), {what} was "
+                       f"trained on the {quoted(column, 20)} column: raw text would be tagged with another tagset")
+            self._refuse_unless_allowed(DataBinError(
+                data_path, None, f"{message}; use a data-bin made with --pos-column {one_line(column)[:20]}, or "
+                                 "give --allow-other-data-bin to go on"), message)
         source, ours = (trained or {}).get("phrase_structure"), self.data_provenance().get("phrase_structure")
         if isinstance(source, str) and ours is not None and source != ours:  # trees of another shape
             message = (f"its phrase structures come from {quoted(ours, 40)} (syntax.json), {what} was trained on "

@@ -1,0 +1,66 @@
+"""``fairseq-syntax-report claims``: a paper's direction of effect, judged from its seeds' paired tests."""
+
+import pytest
+
+from fairseq_syntax_analysis import results as rs
+from fairseq_syntax_analysis.claims import direction
+
+from .helpers import REFS, _folder, fake_result
+
+GOOD = REFS  # the references themselves: BLEU 100
+POOR = ["a man rides", "two dogs", "a woman", "kids"] * 5
+MIDDLE = REFS[:10] + POOR[10:]
+
+
+def _rows(*pairs):
+    return [{"seed": k, "difference": d, "p_value": p} for k, (d, p) in enumerate(pairs, 1)]
+
+
+@pytest.mark.parametrize("rows, verdict", [
+    (_rows((1.46, 0.003), (0.84, 0.047), (1.20, 0.033)), "**holds** (significant in 3 of 3 seeds)"),
+    (_rows((0.74, 0.053), (2.19, 0.001), (1.14, 0.043)), "**holds** (significant in 2 of 3 seeds)"),
+    (_rows((0.64, 0.078), (1.73, 0.002), (0.86, 0.085)), "same direction, not significant (1 of 3 seeds significant)"),
+    (_rows((-0.69, 0.074), (0.49, 0.109), (-0.73, 0.059)), "not reproduced (mean difference -0.31 over 3 seeds)"),
+    (_rows((-1.5, 0.01), (-0.9, 0.03), (0.2, 0.4)), "**reversed** (significantly worse in 2 of 3 seeds)"),
+    (_rows((2.0, 0.01), (-2.5, 0.01), (1.0, 0.01)), "same direction, not significant (2 of 3 seeds significant)"),
+    ([], "not tested: no seed of both"),
+])
+def test_the_direction_holds_only_when_most_seeds_are_significantly_better_and_none_worse(rows, verdict):
+    """The README's rows: Duan et al.'s SPE (3 of 3), its embeddings (2 of 3), Omote et al.'s depths (1 of 3, and
+    against relative positions a negative mean); one significantly worse seed withholds "holds"."""
+    assert direction(rows, 0.05) == verdict
+
+
+def test_claims_rows_pair_each_papers_model_with_its_baseline_per_folder(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), fake_result("transformer", 2, POOR),
+                                fake_result("transformer_gps", 1, GOOD), fake_result("transformer_gps", 2, GOOD),
+                                fake_result("transformer_pascal", 1, MIDDLE)])
+    out = tmp_path / "claims.md"
+    assert rs.cli_main(["claims", "--claim", "Xie et al. (2021)", str(folder), "transformer_gps", "transformer",
+                        "--claim", "Xie et al. (2021)", str(folder), "transformer_gps", "transformer_pascal",
+                        "--markdown", str(out)]) == 0
+    table = out.read_text(encoding="utf-8")
+    assert table == capsys.readouterr().out[:-1]  # printed, then written: the same Markdown
+    rows = [line for line in table.splitlines() if line.startswith("| Xie")]
+    assert len(rows) == 2 and "| 1,2 / 1,2 |" in rows[0] and "**holds** (significant in 2 of 2 seeds)" in rows[0]
+    assert "| 1,2 / 1 |" in rows[1] and "(significant in 1 of 1 seed)" in rows[1]  # seed 2 has no pair
+    assert f"claims --claim 'Xie et al. (2021)' {folder} transformer_gps transformer" in table  # how to rebuild it
+
+
+def test_a_claim_on_a_model_without_results_or_a_model_against_itself_is_refused(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), fake_result("tree2seq", 1, GOOD)])
+    assert rs.cli_main(["claims", "--claim", "Eriguchi", str(folder), "tree2seq", "lstm"]) == 1
+    assert "holds no result of the model 'lstm'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rs.cli_main(["claims", "--claim", "Eriguchi", str(folder), "tree2seq", "tree2seq"])
+    assert "a label and two different models" in capsys.readouterr().err
+
+
+def test_a_paper_label_cannot_break_the_table(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), fake_result("tree2seq", 1, GOOD)])
+    assert rs.cli_main(["claims", "--claim", "A | B\n<script>x</script>", str(folder), "tree2seq",
+                        "transformer"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "tree2seq" in line and line.startswith("|"))
+    import re
+
+    assert "\\<script\\>" in row and len(re.split(r"(?<!\\)\|", row)) == 10  # 8 cells: the label's pipe escaped
