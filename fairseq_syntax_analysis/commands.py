@@ -7,7 +7,7 @@ import threading
 from typing import Callable, Optional, Sequence
 
 from fairseq_syntax_core.errors import UserError
-from fairseq_syntax_core.startup import ensure_open_files
+from fairseq_syntax_core.startup import ensure_open_files, ensure_standard_output
 from fairseq_syntax_core.fileio import atomic_write_with, text_writer
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
 
@@ -29,6 +29,7 @@ def run_command(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv:
         handle_termination()
     try:
         ensure_open_files(64, prog)
+        ensure_standard_output()
         return main(argv)
     except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
         return print_error(prog, error)

@@ -33,6 +33,11 @@ KEPT = ("loss", "nll_loss", "nll_loss_fed", "nll_loss_gap", "ppl", "tgt_nsd_acc"
 #: fairseq's log line time (``%(asctime)s | LEVEL | logger | message``), and the first line of an invocation
 _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:,\d+)? \| ")
 _START = re.compile(r"\| fairseq_cli\.train \| (?:\{'_name'|Namespace\()")
+#: a line of an invocation's own training, after its settings line: progress (``train_inner``, ``train``, a valid
+#: subset's logger: names without a dot), the trainer, checkpoints, the epoch iterator. Lines that fairseq's imports
+#: log before the next invocation's settings line (``fairseq.tasks.text_to_speech``) are the next invocation's
+_OWN = re.compile(r"^[^|]*\| [A-Z]+ \| (?:[A-Za-z0-9_]+|fairseq\.trainer|fairseq\.checkpoint_utils|fairseq_cli\.train"
+                  r"|fairseq\.data\.iterators|fairseq\.tasks\.fairseq_task) \| ")
 #: fairseq-train starting from scratch: the invocations logged before it trained another run
 _FRESH = re.compile(r"\| fairseq\.trainer \| No existing checkpoint found")
 
@@ -141,12 +146,13 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
 
 def training_seconds(path: str) -> Optional[float]:
     """Seconds of fairseq-train in ``path``: per invocation (from the settings line it starts with to its last
-    time-stamped line), summed over the invocations a resumed run appended; None when no invocation is logged.
-    The time between invocations (the run stopped) does not count, nor do invocations before one that found no
-    checkpoint to resume (a run started again from scratch); time stamps are the log's local clock."""
+    line of training, :data:`_OWN`), summed over the invocations a resumed run appended; None when no invocation is
+    logged. The time between invocations (the run stopped: also the lines the next one logs before its settings)
+    does not count, nor do invocations before one that found no checkpoint to resume (a run started again from
+    scratch); time stamps are the log's local clock."""
     import datetime
 
-    total, first, last = 0.0, None, None
+    total, first, last = 0.0, None, None  # last: the current invocation's last line of its own
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in iter(lambda: handle.readline(MAX_LINE), ""):
@@ -160,10 +166,11 @@ def training_seconds(path: str) -> Optional[float]:
                 if _START.search(line):
                     if first is not None and last is not None:
                         total += max(0.0, (last - first).total_seconds())
-                    first = when
+                    first = last = when
                 elif _FRESH.search(line):
                     total = 0.0  # this invocation starts the run: earlier ones trained something else
-                last = when
+                if first is not None and _OWN.match(line):
+                    last = when
     except OSError as error:
         raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
     if first is None or last is None:

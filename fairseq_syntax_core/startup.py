@@ -91,6 +91,16 @@ def install_startup_handler() -> bool:
     return installed
 
 
+def ensure_standard_output() -> None:
+    """Refuse to start with standard output closed (``>&-``): Python drops every ``print`` then, so a command
+    that writes its output there (translations, scores, tables) lost it all and exited 0."""
+    if sys.stdout is None or sys.__stdout__ is None:
+        from .errors import UsageError
+
+        raise UsageError("standard output is closed (>&-): the command writes there; send it to a file, or to "
+                         "/dev/null to discard it")
+
+
 def ensure_open_files(minimum: int, who: str = "fairseq's data loading") -> None:
     """At least ``minimum`` files may be open at once: the soft limit is raised up to the hard one when it
     is lower (no one loses anything), else a one-line :class:`~.errors.UsageError`. Below it, fairseq's

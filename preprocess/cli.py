@@ -47,6 +47,7 @@ from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.split_digests import FILES_KEY, split_file_digests
 from fairseq_syntax_core.fileio import is_visible, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
+from fairseq_syntax_core.startup import ensure_standard_output
 from .parse import load_pipeline, parse_lines, pipeline_metadata
 from . import ptb
 from .projection import SUBWORD_LABEL
@@ -391,6 +392,7 @@ def cli_main(argv: Optional[List[str]] = None) -> None:
     args = get_parser().parse_args(argv)
     handle_termination()
     try:
+        ensure_standard_output()
         summary = run(args)
     except USER_ERRORS as error:  # OSError: disk full, permissions; the message names the file
         note = f"nothing was written to {os.path.abspath(args.destdir)}" \

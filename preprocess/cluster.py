@@ -56,6 +56,7 @@ from .destdir import (
     OLD_MARK, TMP_MARK, check_destdir_path, check_folder_creatable, check_folder_given, listed, not_empty, our_metadata,
 )
 from fairseq_syntax_core.interrupts import USER_ERRORS, print_error
+from fairseq_syntax_core.startup import ensure_standard_output
 
 PROG = "fairseq-syntax-preprocess-cluster"
 #: options this command sets for every shard itself
@@ -432,6 +433,7 @@ def _only_submitit_files(path: str, log_folder: str) -> bool:
 
 def cli_main(argv: Optional[List[str]] = None) -> None:
     try:
+        ensure_standard_output()
         main(argv)
     except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
         sys.exit(print_error(PROG, error))

@@ -65,6 +65,7 @@ from fairseq_syntax_core.indexed_files import (
 from .conllu import format_conllu
 from .destdir import check_data_bin_files, check_destdir, files_of, filling, is_inside, move_into_place, our_metadata
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error, signals_deferred
+from fairseq_syntax_core.startup import ensure_standard_output
 from .word_tree import SUBWORD_LABEL, WordTree
 
 PROG = "fairseq-syntax-perturb"
@@ -382,6 +383,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stderr)
     handle_termination()
     try:
+        ensure_standard_output()
         counts = run(get_parser().parse_args(argv))
     except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
         return print_error(PROG, error)

@@ -24,6 +24,7 @@ from fairseq_syntax_core.databin import METADATA_FILE
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.fileio import atomic_write, atomic_write_with, check_bpe_codes, check_output_path, nonempty_lines, read_lines
 from fairseq_syntax_core.interrupts import USER_ERRORS, handle_termination, print_error
+from fairseq_syntax_core.startup import ensure_standard_output
 from fairseq_syntax_core.names import LANGUAGE, name_problem
 from .parse import DEFAULT_DISABLED, load_pipeline, parse_lines
 from .tokenize import tokenize_lines
@@ -51,6 +52,7 @@ def _check_output(path: str, inputs: List[str], overwrite: bool, flag: str = "--
 def _run(prog: str, main: Callable[[], None]) -> None:
     handle_termination()
     try:
+        ensure_standard_output()
         main()
     except USER_ERRORS as error:  # OSError: disk full, permissions; it names the file
         sys.exit(print_error(prog, error))

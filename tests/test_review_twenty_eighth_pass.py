@@ -1411,3 +1411,22 @@ def test_a_files_digest_is_taken_once_while_it_is_unchanged_and_again_once_writt
     path.write_bytes(b"other")  # same size, written in place
     os.utime(path, ns=(now - 10 ** 9, now - 10 ** 9))
     assert split_digests._sha256(str(path)) == hashlib.sha256(b"other").hexdigest()
+
+
+@pytest.mark.parametrize("command", ["fairseq-syntax-report", "fairseq-syntax-evaluate", "fairseq-syntax-perturb",
+                                     "fairseq-generate", "fairseq-interactive"])
+def test_a_command_started_with_standard_output_closed_refuses_instead_of_losing_its_output(tmp_path, command):
+    """``>&-``: print() to a closed standard output drops everything; fairseq-interactive exited 0 having printed
+    nothing, fairseq-generate gave a traceback."""
+    import subprocess
+
+    from .conftest import tool
+    from .helpers import one_line_error
+
+    argv = {"fairseq-syntax-report": ["table", "results"], "fairseq-syntax-evaluate": ["-r", "ref", "-b", "x=hyp"],
+            "fairseq-syntax-perturb": ["db", "--destdir", "out"]}.get(
+        command, ["db", "--user-dir", "fairseq_syntax", "--task", "syntax_translation", "--path", "ck.pt"])
+    result = subprocess.run([tool(command), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, pass_fds=(),
+                            preexec_fn=lambda: os.close(1))
+    one_line_error(result, command, "standard output is closed (>&-)")

@@ -113,6 +113,16 @@ def test_training_time_sums_the_invocations_of_a_resumed_run(tmp_path):
     assert training_seconds(str(tmp_path / "empty.log")) is None
 
 
+def test_the_lines_a_resumed_invocation_logs_before_its_settings_are_not_the_stopped_ones_time(tmp_path):
+    """fairseq's imports log a line before the settings line (tensorboardX missing): a run killed at 07:00:10 and
+    resumed an hour later trained 10 + 10 s, not an hour and 10 s."""
+    prelude = "2026-11-26 08:00:00 | INFO | fairseq.tasks.text_to_speech | Please install tensorboardX\n"
+    log = tmp_path / "train.log"
+    log.write_text(_invocation("2026-11-26 07:00:00", True, "2026-11-26 07:00:10") + prelude
+                   + _invocation("2026-11-26 08:00:00", False, "2026-11-26 08:00:10"), encoding="utf-8")
+    assert training_seconds(str(log)) == 20.0
+
+
 def test_the_json_format_reads_the_subset_asked_for():
     """fairseq's json bar logs each subset under its own name with its keys prefixed (``| test | {"test_loss"``)."""
     import tempfile
