@@ -79,7 +79,7 @@ def command_settings_error(cfg: Any, module: Optional[str]) -> Optional[str]:
         every_rank_reads_checkpoints(cfg)
         problem = (training_settings_error(cfg) or device_and_ema_error(cfg) or checkpointing_error(cfg)
                    or splits_error(cfg) or logging_error(cfg) or foreign_checkpoints_error(cfg)
-                   or resume_error(cfg))
+                   or orphaned_checkpoints_error(cfg) or resume_error(cfg))
         if problem is not None:
             return problem
         task = getattr(cfg, "task", None)
@@ -363,6 +363,33 @@ def foreign_checkpoints_error(cfg: Any) -> Optional[str]:
                 f"{', ...' if len(found) > 3 else ''} and no checkpoint_last{suffix}.pt: a new run with {flag} "
                 "would delete them as its own; give an empty folder")
     return None
+
+
+#: the checkpoints fairseq-train writes besides checkpoint_last (epoch, update, best, best-of-metric)
+_WRITTEN = r"checkpoint(?:\d+|_\d+_\d+|_best|\.best_.+){suffix}\.pt"
+
+
+def orphaned_checkpoints_error(cfg: Any) -> Optional[str]:
+    """A new run (no checkpoint_last) into a ``--save-dir`` that holds another run's checkpoints: a run killed
+    while it saved its first checkpoint leaves ``checkpoint_1_5.pt`` and no ``checkpoint_last.pt``, and the rerun
+    with the same flags started over, overwriting them without a word."""
+    checkpoint = getattr(cfg, "checkpoint", None)
+    save_dir = getattr(checkpoint, "save_dir", None)
+    suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
+    if not isinstance(save_dir, str) or not os.path.isdir(save_dir) or getattr(checkpoint, "no_save", False) \
+            or getattr(checkpoint, "no_last_checkpoints", False) or getattr(checkpoint, "finetune_from_model", None) \
+            or getattr(checkpoint, "restore_file", "checkpoint_last.pt") != "checkpoint_last.pt" \
+            or os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
+        return None  # a resume, a run that keeps no last checkpoint, or one told where to start
+    pattern = re.compile(_WRITTEN.format(suffix=re.escape(suffix)))
+    found = sorted((n for n in os.listdir(save_dir) if pattern.fullmatch(n)),
+                   key=lambda n: os.path.getmtime(os.path.join(save_dir, n)), reverse=True)
+    if not found:
+        return None
+    return (f"--save-dir {one_line(save_dir)[:80]} holds {one_line(', '.join(found[:3]))}{', ...' if len(found) > 3 else ''}"
+            f" and no checkpoint_last{one_line(suffix)[:40]}.pt (a run killed while it saved its first checkpoint?): "
+            f"a new run would overwrite them; to resume that run, copy the newest, {one_line(found[0])[:60]}, to "
+            f"checkpoint_last{one_line(suffix)[:40]}.pt there and run again; or give another --save-dir")
 
 
 def task_data_bin(cfg: Any) -> Optional[Tuple[str, dict]]:

@@ -142,6 +142,8 @@ def earlier_results_kept(cfg):
     made = _missing_folders(folder)
     lock = _lock_results(folder, subset)
     try:
+        if lock is not None:
+            _put_back_after_a_kill(folder, subset, path)
         if not os.path.isfile(path):
             yield
             return
@@ -153,9 +155,11 @@ def earlier_results_kept(cfg):
             with signals_deferred():
                 if not os.path.lexists(path) or _empty(path):  # the earlier results back over this run's empty file,
                     os.replace(kept, path)                             # unless another run has written there since
-                else:
+                else:  # in sight, and not taken for a killed run's (:func:`_put_back_after_a_kill`)
+                    earlier = os.path.join(folder, f"generate-{subset}.txt.earlier-{os.getpid()}")
+                    os.replace(kept, earlier)
                     print(f"fairseq-generate: warning: another run wrote {one_line(path)} meanwhile: the earlier "
-                          f"results are kept as {one_line(kept)}", file=sys.stderr)
+                          f"results are kept as {one_line(earlier)}", file=sys.stderr)
             raise
         os.remove(kept)
     except BaseException:  # a failed run leaves no folder it made (nothing of it is left in them)
@@ -171,6 +175,31 @@ def earlier_results_kept(cfg):
     finally:
         if lock is not None:
             release(*lock)
+
+
+def _put_back_after_a_kill(folder: str, subset: str, path: str) -> None:
+    """A run killed (``kill -9``) while it held the lock left the earlier results set aside as
+    ``.generate-SUBSET.txt.kept-PID`` and its own partial output in their place. Under the lock no other run is
+    writing there: the earlier results go back (the oldest copy, when several kills left several), the partial
+    output is removed, and a warning names what was done."""
+    prefix = f".generate-{subset}.txt.kept-"
+    try:
+        kept = sorted((os.path.join(folder, n) for n in os.listdir(folder)
+                       if n.startswith(prefix) and n[len(prefix):].isdigit()), key=os.path.getmtime)
+    except OSError:
+        return
+    kept = [k for k in kept if os.path.isfile(k) and not os.path.islink(k)]
+    if not kept:
+        return
+    partial = [os.path.join(folder, f"generate-{subset}.txt.partial-{k.rsplit('-', 1)[1]}") for k in kept[1:]]
+    with signals_deferred():
+        os.replace(kept[0], path)  # over the killed run's partial output
+        for old, new in zip(kept[1:], partial):  # earlier kills' partial outputs: in sight, never put back
+            os.replace(old, new)
+    print(f"fairseq-generate: warning: {one_line(path)}: put back the earlier results that a fairseq-generate killed "
+          f"while it wrote there had set aside as {one_line(os.path.basename(kept[0]))} (its partial output is "
+          "removed)" + (f"; partial outputs of earlier kills are left as {', '.join(one_line(p) for p in partial)}"
+                        if partial else ""), file=sys.stderr)
 
 
 def _missing_folders(folder: str) -> List[str]:

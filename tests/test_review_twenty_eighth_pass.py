@@ -787,7 +787,7 @@ def test_an_interrupted_generate_leaves_the_results_another_run_wrote_meanwhile(
             assert results_file.discard_results(mine) == str(tmp_path / "generate-test.txt")
             raise KeyboardInterrupt
     assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "the other run's\n"
-    [kept] = [n for n in os.listdir(tmp_path) if n.startswith(".generate-test.txt.kept-")]
+    [kept] = [n for n in os.listdir(tmp_path) if n.startswith("generate-test.txt.earlier-")]  # in sight
     assert (tmp_path / kept).read_text(encoding="utf-8") == "earlier\n"
     assert "another run wrote" in capsys.readouterr().err
     with pytest.raises(KeyboardInterrupt):  # alone: its own file removed, the earlier results back
@@ -1430,3 +1430,47 @@ def test_a_command_started_with_standard_output_closed_refuses_instead_of_losing
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, pass_fds=(),
                             preexec_fn=lambda: os.close(1))
     one_line_error(result, command, "standard output is closed (>&-)")
+
+
+def test_the_next_generate_puts_back_the_earlier_results_a_killed_one_had_set_aside(tmp_path, capsys):
+    """``kill -9`` while fairseq-generate wrote --results-path: the earlier results stayed hidden as
+    ``.generate-test.txt.kept-PID`` for ever, the killed run's partial output in their place."""
+    import types
+
+    from fairseq_syntax import results_file
+
+    (tmp_path / ".generate-test.txt.kept-4194301").write_text("earlier\n", encoding="utf-8")
+    os.utime(tmp_path / ".generate-test.txt.kept-4194301", (1, 1))
+    (tmp_path / ".generate-test.txt.kept-4194302").write_text("S-0\tpartial of a first kill\n", encoding="utf-8")
+    (tmp_path / "generate-test.txt").write_text("S-0\thalf", encoding="utf-8")  # the last killed run's
+    cfg = types.SimpleNamespace(common_eval=types.SimpleNamespace(results_path=str(tmp_path)),
+                                dataset=types.SimpleNamespace(gen_subset="test"))
+    with pytest.raises(KeyboardInterrupt):  # this run fails too: the earlier results are what it puts back
+        with results_file.earlier_results_kept(cfg):
+            results_file.discard_results(open(tmp_path / "generate-test.txt", "w", encoding="utf-8"))
+            raise KeyboardInterrupt
+    assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "earlier\n"
+    err = capsys.readouterr().err
+    assert "put back the earlier results" in err and ".generate-test.txt.kept-4194301" in err
+    assert "partial outputs of earlier kills are left as" in err and "generate-test.txt.partial-4194302" in err
+    with results_file.earlier_results_kept(cfg):  # a run that completes: its results, nothing set aside left
+        (tmp_path / "generate-test.txt").write_text("new\n", encoding="utf-8")
+    assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "new\n"
+    assert sorted(os.listdir(tmp_path)) == ["generate-test.txt", "generate-test.txt.partial-4194302"]
+
+
+def test_a_new_run_into_a_save_dir_of_checkpoints_without_a_last_one_is_refused_not_run_over_them(tmp_path):
+    """A run killed while it saved its first checkpoint left checkpoint_1_5.pt and no checkpoint_last.pt: the rerun
+    with the same flags started over, overwriting them without a word."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2")
+    os.remove(tmp_path / "ck" / "checkpoint_last.pt")
+    kept = (tmp_path / "ck" / "checkpoint_best.pt").read_bytes()
+    train = [tool("fairseq-train"), *TINY, "--max-update", "2"]
+    one_line_error(call(train, cwd=tmp_path, expect_ok=False), "fairseq-train", "--save-dir ck holds checkpoint",
+                   "and no checkpoint_last.pt", "copy the newest")
+    assert (tmp_path / "ck" / "checkpoint_best.pt").read_bytes() == kept
+    call(train + ["--no-last-checkpoints"], cwd=tmp_path)  # a run that keeps no last checkpoint starts so every time
