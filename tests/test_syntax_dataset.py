@@ -234,7 +234,7 @@ def test_provenance_differences_name_both_values_and_skip_unknowns():
     from fairseq_syntax.data import provenance
 
     trained = {"parser": "en_core_web_sm", "parser_version": "3.8.0", "spacy_version": "3.8.18",
-               "projection": "first", "bpe_codes_sha256": "a" * 64, "phrase_structure": "ptb"}
+               "projection": "first", "bpe_codes_sha256": "a" * 64, "phrase_structure": "ptb", "pos_column": "upos"}
     now = dict(trained, parser_version="3.7.1", bpe_codes_sha256=None)
     assert provenance.differences(trained, now) == ["parser_version: trained with 3.8.0, now 3.7.1"]
     assert provenance.decode(provenance.encode(trained)) == trained
