@@ -1474,3 +1474,26 @@ def test_a_new_run_into_a_save_dir_of_checkpoints_without_a_last_one_is_refused_
                    "and no checkpoint_last.pt", "copy the newest")
     assert (tmp_path / "ck" / "checkpoint_best.pt").read_bytes() == kept
     call(train + ["--no-last-checkpoints"], cwd=tmp_path)  # a run that keeps no last checkpoint starts so every time
+
+
+def test_a_checkpoint_of_a_recording_data_bin_refuses_one_whose_record_was_removed(tmp_path):
+    """A data-bin with every files_sha256 key removed read as one of an earlier release: a warning only, and its
+    swapped-in side-files decoded. A checkpoint trained on a data-bin that records them knows better."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    clean = _hand_parsed_bin(tmp_path)
+    shutil.copytree(clean, tmp_path / "stripped")
+    meta = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))
+    for entry in meta["splits"].values():
+        del entry["files_sha256"]
+    (tmp_path / "stripped" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    call([tool("fairseq-train"), "bin", *TINY[1:], "--arch", "transformer_dep_rel", "--max-tokens", "1000",
+          "--max-update", "2", "--cpu", "--required-batch-size-multiple", "1"], cwd=tmp_path)
+    generate = [tool("fairseq-generate"), "stripped", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+                "--path", "ck/checkpoint_last.pt", "--gen-subset", "test", "--beam", "2", "--max-len-b", "3", "--cpu"]
+    one_line_error(call(generate, cwd=tmp_path, expect_ok=False), "fairseq-generate",
+                   "stripped/syntax.json: records no digests of its splits' files, but the data-bin "
+                   "the checkpoint was trained on recorded them", "--allow-other-data-bin")
+    assert "H-0" in call(generate + ["--allow-other-data-bin"], cwd=tmp_path).stdout
+    assert "H-0" in call(generate[:1] + ["bin"] + generate[2:], cwd=tmp_path).stdout  # its own data-bin

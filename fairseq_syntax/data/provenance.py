@@ -38,6 +38,7 @@ from fairseq_syntax_core.decoding_record import PROVENANCE_ARG
 from fairseq_syntax_core.oneline import one_line, shortened
 from fairseq_syntax_core.names import FILE_NAME, name_problem
 from fairseq_syntax_core.shards import id_files
+from fairseq_syntax_core.split_digests import records_digests
 
 __all__ = ["ARG", "of_data_bin", "of_checkpoint", "differences", "differing_files", "unchecked",
            "restored_checkpoint", "encode", "decode", "dictionary_ids_sha256", "applied_codes_difference"]
@@ -54,6 +55,9 @@ DICTIONARIES = "dictionaries_sha256"
 #: [source language, target language] the model was trained to translate (not the data-bin's: ``-s fr -t en`` on
 #: an en-fr data-bin trains fr -> en); checkpoints of earlier releases have none
 DIRECTION = "direction"
+#: whether the data-bin trained on recorded its splits' file digests (``splits.SPLIT.files_sha256``): a checkpoint
+#: of such a data-bin decoding on one that records none (its record removed by hand) is refused
+DIGESTS = "records_split_digests"
 #: set by :func:`decode` to the name of a field whose value was not a hash (not compared, reported unchecked)
 MALFORMED = "_malformed"
 #: the key :func:`decode` sets for a stored record that is not one (not JSON of an object: edited?)
@@ -99,6 +103,7 @@ def of_data_bin(data_path: str, metadata: Dict) -> Dict[str, Optional[str]]:
         "pos_column": metadata.get("pos_column", "upos"),
         DICTIONARIES: dictionary_hashes(data_path, metadata),
         PERTURBATION: metadata.get(PERTURBATION) if isinstance(metadata.get(PERTURBATION), dict) else None,
+        DIGESTS: records_digests(metadata),
     }
 
 
@@ -154,6 +159,8 @@ def decode(value) -> Optional[Dict[str, Optional[str]]]:
         decoded[DICTIONARIES] = dict(hashes)
     if isinstance(data.get(PERTURBATION), dict):
         decoded[PERTURBATION] = data[PERTURBATION]
+    if isinstance(data.get(DIGESTS), bool):
+        decoded[DIGESTS] = data[DIGESTS]
     direction = data.get(DIRECTION)
     if isinstance(direction, list) and len(direction) == 2 and all(isinstance(x, str) for x in direction):
         decoded[DIRECTION] = list(direction)

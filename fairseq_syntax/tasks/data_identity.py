@@ -3,6 +3,7 @@ hashes, parser) and the checks at every load and every raw-text decode (:mod:`..
 A mixin of :class:`~.syntax_translation.SyntaxTranslationTask`."""
 
 import logging
+import os
 
 from fairseq import utils
 
@@ -94,6 +95,13 @@ class DataIdentity:
             self._refuse_unless_allowed(DataBinError(
                 data_path, None, f"{message}; use a data-bin made with --projection {one_line(rule)[:40]}, or give "
                                  "--allow-other-data-bin to go on"), message)
+        if (trained or {}).get(provenance.DIGESTS) is True and self.data_provenance().get(provenance.DIGESTS) is False:
+            message = (f"records no digests of its splits' files, but the data-bin {what} was "
+                       "trained on recorded them: its record was removed (or it is a data-bin of an earlier "
+                       "release), so side-files copied in from another data-bin cannot be detected")
+            self._refuse_unless_allowed(DataBinError(
+                os.path.join(data_path, "syntax.json"), None, f"{message}; use a data-bin made by "
+                "fairseq-syntax-preprocess of this release, or give --allow-other-data-bin to go on"), message)
         column, ours = (trained or {}).get("pos_column"), self.data_provenance().get("pos_column")
         if isinstance(column, str) and ours is not None and column != ours:  # POS ids of another tagset
             message = (f"its POS tags are the {quoted(ours, 20)} column (syntax.json's pos_column), {what} was "
