@@ -65,6 +65,12 @@ def direction(rows: List[Dict], alpha: float) -> str:
     return f"not reproduced (mean difference {mean:+.2f} over {seeds})"
 
 
+def _device_kind(result: Dict) -> str:
+    """``cpu`` or ``cuda`` (the kind of device a result's ``device`` names, e.g. "cpu, 1 thread(s), 2 cores")."""
+    device = str(result.get("device") or "unknown")
+    return device.replace(":", ",").split(",")[0].strip().lower() or "unknown"
+
+
 def _bleu(runs: List[Dict], test: str) -> str:
     values = [r["tests"][test]["scores"]["BLEU"] for r in runs]
     if len(values) == 1:
@@ -92,9 +98,13 @@ def claims_table(claims: Sequence[Claim], loaded: Dict[str, List[Dict]], alpha: 
             rows = compare_seeds(here, model, baseline, test)
             seeds = " / ".join(",".join(str(r["seed"]) for r in runs[m]) for m in (model, baseline))
             paired = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows) or "-"
+            kinds = {m: sorted({_device_kind(r) for r in runs[m]}) for m in (model, baseline)}
+            verdict = direction(rows, alpha)
+            if kinds[model] != kinds[baseline]:  # the protocol runs a model and its baseline on one kind of device
+                verdict += (f"; runs on other devices ({md_text(', '.join(kinds[model]))} against "
+                            f"{md_text(', '.join(kinds[baseline]))})")
             out.append(md_row([md_text(paper), f"{md_code(model)} > {md_code(baseline)}", md_text(test), seeds,
-                               _bleu(runs[model], test), _bleu(runs[baseline], test), paired,
-                               direction(rows, alpha)]))
+                               _bleu(runs[model], test), _bleu(runs[baseline], test), paired, verdict]))
     out.append("")
     out.append(f"Seeds: the model's / the baseline's. Paired p: sacreBLEU's paired bootstrap ({DEFAULT_SAMPLES} "
                f"resamples, seed {DEFAULT_SEED}) of each seed against the same seed of the baseline; significant at "

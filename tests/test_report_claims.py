@@ -64,3 +64,11 @@ def test_a_paper_label_cannot_break_the_table(tmp_path, capsys):
     import re
 
     assert "\\<script\\>" in row and len(re.split(r"(?<!\\)\|", row)) == 10  # 8 cells: the label's pipe escaped
+
+
+def test_a_model_and_a_baseline_run_on_other_kinds_of_device_are_marked(tmp_path, capsys):
+    gpu = fake_result("transformer_gps", 1, GOOD)
+    gpu["device"] = "cuda: NVIDIA H100 80GB HBM3"
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), gpu])
+    assert rs.cli_main(["claims", "--claim", "Xie et al. (2021)", str(folder), "transformer_gps", "transformer"]) == 0
+    assert "runs on other devices (cuda against cpu)" in capsys.readouterr().out
