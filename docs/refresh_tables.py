@@ -45,12 +45,20 @@ def report_table(argv: List[str]) -> str:
     ``--markdown``."""
     from fairseq_syntax_analysis import results
 
+    command = shlex.join(["fairseq-syntax-report"] + argv)
+    if "--markdown" in argv or any(a.startswith("--markdown=") or a in ("-h", "--help") for a in argv):
+        raise ValueError(f"{command}: a table command names no --markdown and no --help (the block is its output)")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "table.md")
-        with contextlib.redirect_stdout(io.StringIO()):
-            status = results.cli_main(argv + ["--markdown", out])
-        if status != 0:
-            raise RuntimeError(f"{shlex.join(['fairseq-syntax-report'] + argv)} failed (exit {status})")
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+                status = results.cli_main(argv + ["--markdown", out])
+        except SystemExit as stop:  # argparse refused the command line (its usage is in ``said``)
+            status = stop.code if isinstance(stop.code, int) else 2
+        if status != 0 or not os.path.isfile(out):
+            last = (said.getvalue().strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{command} failed (exit {status}): {last}")
         with open(out, encoding="utf-8") as handle:
             return handle.read()
 
@@ -60,9 +68,15 @@ def gpu_table(argv: List[str]) -> str:
     spec = importlib.util.spec_from_file_location("gpu_table", os.path.join(REPO, "benchmarks", "gpu_table.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-        module.main(argv)
+    text, said = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(said):
+            status = module.main(argv)
+    except SystemExit as stop:  # argparse's refusal, or --help
+        status = stop.code if isinstance(stop.code, int) else 2
+    if status not in (0, None) or any(a in ("-h", "--help") for a in argv):
+        last = (said.getvalue().strip().splitlines() or ["no table"])[-1]
+        raise RuntimeError(f"{shlex.join(['python', 'benchmarks/gpu_table.py'] + argv)} failed: {last}")
     return text.getvalue()
 
 
@@ -114,25 +128,40 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.chdir(cwd)
 
 
+#: a line that opens a block (its closing marker is checked by :data:`BLOCK`)
+OPENING = re.compile(r"^<!-- table: ", re.M)
+
+
 def _refresh(files: List[str], check: bool) -> int:
     stale = []
     blocks = 0
-    for path in files:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-        blocks += len(BLOCK.findall(text))
-        commands: List[str] = []
+    rewritten = {}
+    for path in files:  # every file is rebuilt before any is written: a failing block changes nothing
+        name = os.path.relpath(path, REPO)
         try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            found = len(BLOCK.findall(text))
+            if found != len(OPENING.findall(text)):
+                line = next(text.count("\n", 0, m.start()) + 1 for m in OPENING.finditer(text)
+                            if not BLOCK.match(text, m.start()))
+                raise ValueError(f"line {line}: a '<!-- table: COMMAND -->' line without its '<!-- /table -->' line "
+                                 "(each marker on a line of its own)")
+            blocks += found
+            commands: List[str] = []
             new = refresh_text(text, commands)
-        except (RuntimeError, ValueError) as error:  # a table command that failed, or one not allowed: one line
-            print(f"refresh_tables: error: {os.path.relpath(path, REPO)}: {error}", file=sys.stderr)
+        except (RuntimeError, ValueError, OSError) as error:  # a failing or malformed block, an unreadable file
+            what = f"{error.strerror}" if isinstance(error, OSError) and error.strerror else str(error)
+            print(f"refresh_tables: error: {name}: {what}".replace("\n", " "), file=sys.stderr)
             return 1
         if new == text:
             continue
-        stale.append(os.path.relpath(path, REPO))
+        stale.append(name)
         for command in commands:
-            print(f"{os.path.relpath(path, REPO)}: stale: {command}", file=sys.stderr)
-        if not check:
+            print(f"{name}: stale: {command}", file=sys.stderr)
+        rewritten[path] = new
+    if not check:
+        for path, new in rewritten.items():
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(new)
     if check and stale:

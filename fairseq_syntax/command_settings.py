@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from typing import Any, Optional, Tuple
 
 from fairseq_syntax_core.oneline import one_line
@@ -242,6 +243,9 @@ def interactive_error(cfg: Any) -> Optional[str]:
     ``--print-alignment soft`` (it unpacks soft alignments as hard ones, after the first rows), ``--replace-unk``
     without a file (fairseq opens a file named "@@ ") or with one not of ``SOURCE TARGET`` lines."""
     generation = getattr(cfg, "generation", None)
+    if getattr(getattr(cfg, "interactive", None), "input", "-") == "-" and sys.stdin is None:
+        return ("standard input is closed (<&-): fairseq-interactive reads its sentences there; give them on standard "
+                "input, or --input FILE")
     buffer = getattr(getattr(cfg, "interactive", None), "buffer_size", 0)
     if isinstance(buffer, int) and not isinstance(buffer, bool) and buffer < 0:  # fairseq reads it as 1
         return f"--buffer-size {buffer}: expected a number of lines >= 1 (0: fairseq's default, 1)"
@@ -370,26 +374,45 @@ _WRITTEN = r"checkpoint(?:\d+|_\d+_\d+|_best|\.best_.+){suffix}\.pt"
 
 
 def orphaned_checkpoints_error(cfg: Any) -> Optional[str]:
-    """A new run (no checkpoint_last) into a ``--save-dir`` that holds another run's checkpoints: a run killed
-    while it saved its first checkpoint leaves ``checkpoint_1_5.pt`` and no ``checkpoint_last.pt``, and the rerun
-    with the same flags started over, overwriting them without a word."""
+    """A new run into a ``--save-dir`` that holds another run's checkpoints and no checkpoint_last to resume: a run
+    killed while it saved its first checkpoint leaves ``checkpoint_1_5.pt`` and no ``checkpoint_last.pt``, and the
+    rerun with the same flags started over, overwriting them without a word; so did ``--no-last-checkpoints``,
+    ``--finetune-from-model`` and a ``--restore-file`` from elsewhere. Resuming from one of the folder's own
+    checkpoints (``--restore-file`` inside it) is that run going on."""
     checkpoint = getattr(cfg, "checkpoint", None)
     save_dir = getattr(checkpoint, "save_dir", None)
     suffix = getattr(checkpoint, "checkpoint_suffix", "") or ""
-    if not isinstance(save_dir, str) or not os.path.isdir(save_dir) or getattr(checkpoint, "no_save", False) \
-            or getattr(checkpoint, "no_last_checkpoints", False) or getattr(checkpoint, "finetune_from_model", None) \
-            or getattr(checkpoint, "restore_file", "checkpoint_last.pt") != "checkpoint_last.pt" \
-            or os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
-        return None  # a resume, a run that keeps no last checkpoint, or one told where to start
+    restore = getattr(checkpoint, "restore_file", "checkpoint_last.pt") or "checkpoint_last.pt"
+    if not isinstance(save_dir, str) or not os.path.isdir(save_dir) or getattr(checkpoint, "no_save", False):
+        return None
+    default = restore == "checkpoint_last.pt" and not getattr(checkpoint, "finetune_from_model", None)
+    if default and not getattr(checkpoint, "no_last_checkpoints", False) \
+            and os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
+        return None  # resuming the folder's own run
+    if not default and os.path.isfile(restore) and not getattr(checkpoint, "finetune_from_model", None) and \
+            os.path.dirname(os.path.realpath(restore)) == os.path.realpath(save_dir):
+        return None  # going on from one of the folder's own checkpoints
     pattern = re.compile(_WRITTEN.format(suffix=re.escape(suffix)))
-    found = sorted((n for n in os.listdir(save_dir) if pattern.fullmatch(n)),
-                   key=lambda n: os.path.getmtime(os.path.join(save_dir, n)), reverse=True)
+    found = sorted((n for n in os.listdir(save_dir) if pattern.fullmatch(n)), key=_latest_first)
     if not found:
         return None
-    return (f"--save-dir {one_line(save_dir)[:80]} holds {one_line(', '.join(found[:3]))}{', ...' if len(found) > 3 else ''}"
-            f" and no checkpoint_last{one_line(suffix)[:40]}.pt (a run killed while it saved its first checkpoint?): "
-            f"a new run would overwrite them; to resume that run, copy the newest, {one_line(found[0])[:60]}, to "
-            f"checkpoint_last{one_line(suffix)[:40]}.pt there and run again; or give another --save-dir")
+    held = f"{one_line(', '.join(found[:3]))}{', ...' if len(found) > 3 else ''}"
+    if default and not getattr(checkpoint, "no_last_checkpoints", False):
+        return (f"--save-dir {one_line(save_dir)[:80]} holds {held} and no checkpoint_last{one_line(suffix)[:40]}.pt "
+                f"(a run killed while it saved its first checkpoint?): a new run would overwrite them; to resume that "
+                f"run, copy the latest, {one_line(found[0])[:60]}, to checkpoint_last{one_line(suffix)[:40]}.pt there "
+                "and run again; or give another --save-dir")
+    return (f"--save-dir {one_line(save_dir)[:80]} holds {held}, checkpoints of another run: this run would "
+            "overwrite them; give another --save-dir")
+
+
+def _latest_first(name: str) -> Tuple:
+    """Sort key of fairseq's checkpoint names, latest first: by epoch, then update (an epoch's own checkpoint after
+    its updates'), best ones last. File times are no guide: ``cp -r`` makes them all new."""
+    numbers = [int(n) for n in re.findall(r"\d+", name.split("_best")[0] if "best" in name else name)]
+    if "best" in name or not numbers:
+        return (1, 0, 0)
+    return (0, -numbers[0], -(numbers[1] if len(numbers) > 1 else float("inf")))
 
 
 def task_data_bin(cfg: Any) -> Optional[Tuple[str, dict]]:

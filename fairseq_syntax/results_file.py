@@ -179,9 +179,11 @@ def earlier_results_kept(cfg):
 
 def _put_back_after_a_kill(folder: str, subset: str, path: str) -> None:
     """A run killed (``kill -9``) while it held the lock left the earlier results set aside as
-    ``.generate-SUBSET.txt.kept-PID`` and its own partial output in their place. Under the lock no other run is
-    writing there: the earlier results go back (the oldest copy, when several kills left several), the partial
-    output is removed, and a warning names what was done."""
+    ``.generate-SUBSET.txt.kept-PID``, and in their place its partial output (no ``fairseq-syntax-decoded`` line
+    at its end), or nothing. Under the lock no other run is writing there. The earlier results (the oldest copy,
+    when several kills left several) go back in place of a partial output, which is kept in sight as
+    ``generate-SUBSET.txt.partial-PID``; a complete file there (written since) stays, and the earlier results are
+    kept in sight beside it as ``generate-SUBSET.txt.earlier-PID``. Nothing is removed; a warning names each move."""
     prefix = f".generate-{subset}.txt.kept-"
     try:
         kept = sorted((os.path.join(folder, n) for n in os.listdir(folder)
@@ -191,15 +193,39 @@ def _put_back_after_a_kill(folder: str, subset: str, path: str) -> None:
     kept = [k for k in kept if os.path.isfile(k) and not os.path.islink(k)]
     if not kept:
         return
-    partial = [os.path.join(folder, f"generate-{subset}.txt.partial-{k.rsplit('-', 1)[1]}") for k in kept[1:]]
+    taken = set()
+
+    def free(what: str, pid: str) -> str:  # a name in sight that nothing holds (nor an earlier move)
+        name, n = os.path.join(folder, f"generate-{subset}.txt.{what}-{pid}"), 0
+        while os.path.lexists(name + (f".{n}" if n else "")) or name + (f".{n}" if n else "") in taken:
+            n += 1
+        taken.add(name + (f".{n}" if n else ""))
+        return name + (f".{n}" if n else "")
+
+    moves = [(k, free("partial", k.rsplit("-", 1)[1])) for k in kept[1:]]
+    if os.path.lexists(path) and _complete(path):
+        moves.append((kept[0], free("earlier", kept[0].rsplit("-", 1)[1])))
+    else:
+        if os.path.lexists(path):
+            moves.append((path, free("partial", kept[-1].rsplit("-", 1)[1])))  # the last killed run's
+        moves.append((kept[0], path))
     with signals_deferred():
-        os.replace(kept[0], path)  # over the killed run's partial output
-        for old, new in zip(kept[1:], partial):  # earlier kills' partial outputs: in sight, never put back
+        for old, new in moves:
             os.replace(old, new)
-    print(f"fairseq-generate: warning: {one_line(path)}: put back the earlier results that a fairseq-generate killed "
-          f"while it wrote there had set aside as {one_line(os.path.basename(kept[0]))} (its partial output is "
-          "removed)" + (f"; partial outputs of earlier kills are left as {', '.join(one_line(p) for p in partial)}"
-                        if partial else ""), file=sys.stderr)
+    print(f"fairseq-generate: warning: {one_line(folder)} held results a fairseq-generate killed while it wrote there "
+          "had set aside: " + "; ".join(f"{one_line(os.path.basename(a))} -> {one_line(os.path.basename(b))}"
+                                        for a, b in moves), file=sys.stderr)
+
+
+def _complete(path: str) -> bool:
+    """Whether the results file ends with its ``fairseq-syntax-decoded`` line (a run that finished writing it)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - (1 << 20)))
+            lines = handle.read().splitlines()
+    except OSError:
+        return True  # not readable here: left as it is
+    return bool(lines) and lines[-1].startswith(decoding_record.MARK.encode("utf-8"))
 
 
 def _missing_folders(folder: str) -> List[str]:

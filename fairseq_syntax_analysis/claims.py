@@ -29,9 +29,9 @@ from .commands import text_writer
 from .rendering import md_code, md_row, md_text
 from .result_format import FORMAT, PROG, load_results
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED
-from .table import compare_seeds
+from .table import _check_same_sentences, compare_seeds, p_text
 
-__all__ = ["Claim", "add_parser", "claims_table", "direction", "main"]
+__all__ = ["Claim", "add_parser", "check_table_options", "claims_table", "direction", "main"]
 
 #: (paper, results folder, model, baseline)
 Claim = Tuple[str, str, str, str]
@@ -94,10 +94,12 @@ def claims_table(claims: Sequence[Claim], loaded: Dict[str, List[Dict]], alpha: 
                                "not tested: no test set with results of both"]))
         for test in tests:
             here = [r for r in results if test in r["tests"]]
+            for r in here[1:]:  # every seed of both scored the same sentences (as ``table`` checks)
+                _check_same_sentences(r, here[0], test)
             runs = {m: sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"]) for m in (model, baseline)}
             rows = compare_seeds(here, model, baseline, test)
             seeds = " / ".join(",".join(str(r["seed"]) for r in runs[m]) for m in (model, baseline))
-            paired = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows) or "-"
+            paired = ", ".join(f"{r['difference']:+.2f} (p={p_text(r['p_value'], alpha)})" for r in rows) or "-"
             kinds = {m: sorted({_device_kind(r) for r in runs[m]}) for m in (model, baseline)}
             verdict = direction(rows, alpha)
             if kinds[model] != kinds[baseline]:  # the protocol runs a model and its baseline on one kind of device
@@ -125,19 +127,29 @@ def claims_command(args: argparse.Namespace) -> str:
     return shlex.join(argv)
 
 
-def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Check the claims, read their folders, print the table and write it to ``--markdown``."""
+def check_table_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``--alpha`` and ``--markdown`` of ``table`` and ``claims``: a level some p can be below, and a file name."""
     if not 0.0 < args.alpha < 1.0:
         parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")
+    if args.alpha <= 1.0 / (DEFAULT_SAMPLES + 1):
+        parser.error(f"--alpha {args.alpha:g}: no paired bootstrap of {DEFAULT_SAMPLES} resamples gives a p below "
+                     f"1/{DEFAULT_SAMPLES + 1}, so nothing could be significant")
+    if args.markdown is not None and not args.markdown.strip():
+        parser.error("--markdown '': expected a file name")
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Check the claims, read their folders, print the table and write it to ``--markdown``."""
+    check_table_options(args, parser)
     loaded: Dict[str, List[Dict]] = {}
     seen = set()
     for paper, folder, model, baseline in args.claim:
         if not paper.strip() or not model or not baseline or model == baseline:
             parser.error(f"--claim {quoted(paper, 40)} {quoted(folder, 80)} {quoted(model, 40)} {quoted(baseline, 40)}: expected PAPER FOLDER MODEL BASELINE, "
                          "a label and two different models")
-        if (folder, model, baseline) in seen:
+        if (os.path.realpath(folder), model, baseline) in seen:  # ``dir`` and ``./dir/`` are one folder
             parser.error(f"--claim: {quoted(model)} > {quoted(baseline)} in {quoted(folder)} is given twice")
-        seen.add((folder, model, baseline))
+        seen.add((os.path.realpath(folder), model, baseline))
         if folder not in loaded:
             loaded[folder] = load_results([folder])
             if not loaded[folder]:

@@ -461,8 +461,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if not sep or not system or not base or system == base:
             parser.error(f"--compare {spec!r}: expected SYSTEM:BASELINE, two models")
         compares.append((system, base))
-    if not 0.0 < args.alpha < 1.0:
-        parser.error("--alpha must be a significance level in (0, 1), e.g. 0.05")
+    claims.check_table_options(args, parser)  # --alpha, --markdown
     results = load_results(args.folders)
     if not results:
         raise InputError(", ".join(args.folders), None, f"holds no {FORMAT} JSON results")

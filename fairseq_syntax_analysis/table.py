@@ -87,12 +87,20 @@ def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str
     return f" ({seeds} without a {md_code(baseline)} run: not tested)"
 
 
+def p_text(p: float, alpha: float) -> str:
+    """``p`` with 3 decimals, more where rounding would put it on the other side of ``alpha`` (0.001998 at 0.002)."""
+    digits = 3
+    while digits < 8 and (round(p, digits) < alpha) != (p < alpha):
+        digits += 1
+    return f"{p:.{digits}f}"
+
+
 def _verdict(rows: List[Dict], alpha: float) -> str:
     if not rows:
         return "-"
     better = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] > 0)
     worse = sum(1 for r in rows if r["p_value"] < alpha and r["difference"] < 0)
-    diffs = ", ".join(f"{r['difference']:+.2f} (p={r['p_value']:.3f})" for r in rows)
+    diffs = ", ".join(f"{r['difference']:+.2f} (p={p_text(r['p_value'], alpha)})" for r in rows)
     parts = []
     if better:
         parts.append(f"{better}/{len(rows)} seeds significantly better")

@@ -38,6 +38,8 @@ _START = re.compile(r"\| fairseq_cli\.train \| (?:\{'_name'|Namespace\()")
 #: log before the next invocation's settings line (``fairseq.tasks.text_to_speech``) are the next invocation's
 _OWN = re.compile(r"^[^|]*\| [A-Z]+ \| (?:[A-Za-z0-9_]+|fairseq\.trainer|fairseq\.checkpoint_utils|fairseq_cli\.train"
                   r"|fairseq\.data\.iterators|fairseq\.tasks\.fairseq_task) \| ")
+#: the settings line of another fairseq command (fairseq-validate, -generate) appended to the log
+_OTHER_COMMAND = re.compile(r"\| fairseq_cli\.(?!train \|)[A-Za-z_]+ \| ")
 #: fairseq-train starting from scratch: the invocations logged before it trained another run
 _FRESH = re.compile(r"\| fairseq\.trainer \| No existing checkpoint found")
 
@@ -145,14 +147,15 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
 
 
 def training_seconds(path: str) -> Optional[float]:
-    """Seconds of fairseq-train in ``path``: per invocation (from the settings line it starts with to its last
-    line of training, :data:`_OWN`), summed over the invocations a resumed run appended; None when no invocation is
-    logged. The time between invocations (the run stopped: also the lines the next one logs before its settings)
-    does not count, nor do invocations before one that found no checkpoint to resume (a run started again from
-    scratch); time stamps are the log's local clock."""
+    """Seconds of fairseq-train in ``path``: per invocation, the time from the settings line it starts with over
+    its lines of training (:data:`_OWN`; a clock stepped back counts nothing, not the whole invocation as 0),
+    summed over the invocations a resumed run appended; None when no invocation is logged. The time between
+    invocations (the run stopped: also the lines the next one logs before its settings, and what another fairseq
+    command appended: ``fairseq-validate`` logs under ``valid`` too) does not count, nor do invocations before one
+    that found no checkpoint to resume (a run started again from scratch); time stamps are the log's local clock."""
     import datetime
 
-    total, first, last = 0.0, None, None  # last: the current invocation's last line of its own
+    total, current, last, seen = 0.0, 0.0, None, False  # last: the time of the invocation's latest line of its own
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in iter(lambda: handle.readline(MAX_LINE), ""):
@@ -164,18 +167,17 @@ def training_seconds(path: str) -> Optional[float]:
                 except ValueError:
                     continue
                 if _START.search(line):
-                    if first is not None and last is not None:
-                        total += max(0.0, (last - first).total_seconds())
-                    first = last = when
-                elif _FRESH.search(line):
+                    total, current, last, seen = total + current, 0.0, when, True
+                elif _OTHER_COMMAND.search(line):  # another fairseq command's lines: the invocation has ended
+                    total, current, last = total + current, 0.0, None
+                elif _FRESH.search(line) and last is not None:
                     total = 0.0  # this invocation starts the run: earlier ones trained something else
-                if first is not None and _OWN.match(line):
+                if last is not None and _OWN.match(line):
+                    current += max(0.0, (when - last).total_seconds())
                     last = when
     except OSError as error:
         raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
-    if first is None or last is None:
-        return None
-    return total + max(0.0, (last - first).total_seconds())
+    return total + current if seen else None
 
 
 def logs_the_start(path: str) -> bool:

@@ -72,3 +72,34 @@ def test_a_model_and_a_baseline_run_on_other_kinds_of_device_are_marked(tmp_path
     folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), gpu])
     assert rs.cli_main(["claims", "--claim", "Xie et al. (2021)", str(folder), "transformer_gps", "transformer"]) == 0
     assert "runs on other devices (cuda against cpu)" in capsys.readouterr().out
+
+
+def test_seeds_scored_against_other_references_are_not_averaged_into_one_row(tmp_path, capsys):
+    """An en-de seed and an en-fr seed both named test_2016_flickr: the row averaged them and said "holds"."""
+    other = fake_result("transformer", 2, POOR)
+    other["tests"]["test_2016_flickr"]["statistics"]["BLEU"][0][1] += 1  # another reference of sentence 0
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), other, fake_result("tree2seq", 1, GOOD)])
+    assert rs.cli_main(["claims", "--claim", "P", str(folder), "tree2seq", "transformer"]) == 1
+    assert "sentences are not in the same order (or not the same references)" in capsys.readouterr().err
+
+
+def test_a_claim_twice_through_another_spelling_of_its_folder_and_an_empty_markdown_are_refused(tmp_path, capsys):
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR), fake_result("tree2seq", 1, GOOD)])
+    for argv, words in [(["--claim", "P", str(folder), "tree2seq", "transformer", "--claim", "Q", f"{folder}/./",
+                          "tree2seq", "transformer"], "is given twice"),
+                        (["--claim", "P", str(folder), "tree2seq", "transformer", "--markdown", ""],
+                         "--markdown '': expected a file name"),
+                        (["--claim", "P", str(folder), "tree2seq", "transformer", "--alpha", "0.0005"],
+                         "nothing could be significant")]:
+        with pytest.raises(SystemExit):
+            rs.cli_main(["claims", *argv])
+        assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rs.cli_main(["table", str(folder), "--markdown", " "])
+    assert "--markdown '': expected a file name" in capsys.readouterr().err
+
+
+def test_a_p_value_is_shown_with_the_digits_that_keep_it_on_its_side_of_alpha():
+    from fairseq_syntax_analysis.table import p_text
+
+    assert p_text(0.001998, 0.002) == "0.001998" and p_text(0.046, 0.05) == "0.046" and p_text(0.0502, 0.05) == "0.050"

@@ -1434,10 +1434,12 @@ def test_a_command_started_with_standard_output_closed_refuses_instead_of_losing
 
 def test_the_next_generate_puts_back_the_earlier_results_a_killed_one_had_set_aside(tmp_path, capsys):
     """``kill -9`` while fairseq-generate wrote --results-path: the earlier results stayed hidden as
-    ``.generate-test.txt.kept-PID`` for ever, the killed run's partial output in their place."""
+    ``.generate-test.txt.kept-PID`` for ever, the killed run's partial output in their place. The next run puts
+    them back; partial outputs stay in sight, and a complete file written there since is not replaced."""
     import types
 
     from fairseq_syntax import results_file
+    from fairseq_syntax_core.decoding_record import MARK
 
     (tmp_path / ".generate-test.txt.kept-4194301").write_text("earlier\n", encoding="utf-8")
     os.utime(tmp_path / ".generate-test.txt.kept-4194301", (1, 1))
@@ -1450,13 +1452,23 @@ def test_the_next_generate_puts_back_the_earlier_results_a_killed_one_had_set_as
             results_file.discard_results(open(tmp_path / "generate-test.txt", "w", encoding="utf-8"))
             raise KeyboardInterrupt
     assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "earlier\n"
-    err = capsys.readouterr().err
-    assert "put back the earlier results" in err and ".generate-test.txt.kept-4194301" in err
-    assert "partial outputs of earlier kills are left as" in err and "generate-test.txt.partial-4194302" in err
+    assert "held results a fairseq-generate killed while it wrote there had set aside" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["generate-test.txt", "generate-test.txt.partial-4194302",
+                                            "generate-test.txt.partial-4194302.1"]
+    assert (tmp_path / "generate-test.txt.partial-4194302.1").read_text(encoding="utf-8") == "S-0\thalf"
     with results_file.earlier_results_kept(cfg):  # a run that completes: its results, nothing set aside left
         (tmp_path / "generate-test.txt").write_text("new\n", encoding="utf-8")
     assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == "new\n"
-    assert sorted(os.listdir(tmp_path)) == ["generate-test.txt", "generate-test.txt.partial-4194302"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".generate-test.txt.kept-")]
+    complete = f"H-0\t-1.0\tnewer\n{MARK}\t{{}}\n"  # written since the kill (standard output, say): it stays
+    (tmp_path / "generate-test.txt").write_text(complete, encoding="utf-8")
+    (tmp_path / ".generate-test.txt.kept-4194303").write_text("earlier\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        with results_file.earlier_results_kept(cfg):
+            results_file.discard_results(open(tmp_path / "generate-test.txt", "w", encoding="utf-8"))
+            raise KeyboardInterrupt
+    assert (tmp_path / "generate-test.txt").read_text(encoding="utf-8") == complete
+    assert (tmp_path / "generate-test.txt.earlier-4194303").read_text(encoding="utf-8") == "earlier\n"
 
 
 def test_a_new_run_into_a_save_dir_of_checkpoints_without_a_last_one_is_refused_not_run_over_them(tmp_path):
@@ -1471,9 +1483,14 @@ def test_a_new_run_into_a_save_dir_of_checkpoints_without_a_last_one_is_refused_
     kept = (tmp_path / "ck" / "checkpoint_best.pt").read_bytes()
     train = [tool("fairseq-train"), *TINY, "--max-update", "2"]
     one_line_error(call(train, cwd=tmp_path, expect_ok=False), "fairseq-train", "--save-dir ck holds checkpoint",
-                   "and no checkpoint_last.pt", "copy the newest")
+                   "and no checkpoint_last.pt", "copy the latest")
     assert (tmp_path / "ck" / "checkpoint_best.pt").read_bytes() == kept
-    call(train + ["--no-last-checkpoints"], cwd=tmp_path)  # a run that keeps no last checkpoint starts so every time
+    for other in (["--no-last-checkpoints"], ["--finetune-from-model", "ck/checkpoint_best.pt"]):  # new runs too
+        one_line_error(call(train + other, cwd=tmp_path, expect_ok=False), "fairseq-train",
+                       "holds checkpoint_best.pt, checkpoints of another run", "give another --save-dir")
+    assert (tmp_path / "ck" / "checkpoint_best.pt").read_bytes() == kept
+    shutil.copy(tmp_path / "ck" / "checkpoint_best.pt", tmp_path / "ck" / "checkpoint_last.pt")  # the advice
+    call(train + ["--max-update", "3"], cwd=tmp_path)  # resumes that run
 
 
 def test_a_checkpoint_of_a_recording_data_bin_refuses_one_whose_record_was_removed(tmp_path):
@@ -1497,3 +1514,18 @@ def test_a_checkpoint_of_a_recording_data_bin_refuses_one_whose_record_was_remov
                    "the checkpoint was trained on recorded them", "--allow-other-data-bin")
     assert "H-0" in call(generate + ["--allow-other-data-bin"], cwd=tmp_path).stdout
     assert "H-0" in call(generate[:1] + ["bin"] + generate[2:], cwd=tmp_path).stdout  # its own data-bin
+
+
+def test_fairseq_interactive_with_standard_input_closed_is_one_line(tmp_path):
+    import subprocess
+
+    from .conftest import tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1")
+    argv = [tool("fairseq-interactive"), "data-bin", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
+            "--path", "ck/checkpoint_last.pt", "--source-lang", "en", "--target-lang", "de"]
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: os.close(0))
+    one_line_error(result, "fairseq-interactive", "standard input is closed (<&-)")

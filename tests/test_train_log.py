@@ -137,3 +137,19 @@ def test_the_json_format_reads_the_subset_asked_for():
         with pytest.raises(InputError, match=r"logs no validation on 'nosuch' at update 300 .* it validates on "
                                              r"'test', 'valid'"):
             valid_metrics(log, 300, "nosuch")
+
+
+def test_another_commands_lines_appended_and_a_clock_stepped_back_are_not_training_time(tmp_path):
+    """fairseq-validate appended an hour later logs under ``valid`` as fairseq-train's validation does: 2 s of
+    training were recorded as 3,760; a clock set back an hour made an invocation count 0 s."""
+    validate = ("2026-11-26 08:00:00 | INFO | fairseq_cli.validate | {'_name': None}\n"
+                "2026-11-26 08:00:05 | INFO | valid | valid on 'valid' subset | loss 6.1 | nll_loss 6.0\n")
+    log = tmp_path / "train.log"
+    log.write_text(_invocation("2026-11-26 07:00:00", True, "2026-11-26 07:00:02") + validate, encoding="utf-8")
+    assert training_seconds(str(log)) == 2.0
+    stepped = ("2026-11-26 03:00:00 | INFO | fairseq_cli.train | {'_name': None}\n"
+               "2026-11-26 03:00:30 | INFO | train_inner | epoch 001:  10 / 130 loss=9.1\n"
+               "2026-11-26 02:00:40 | INFO | train_inner | epoch 001:  20 / 130 loss=8.1\n"  # the clock set back
+               "2026-11-26 02:01:10 | INFO | train_inner | epoch 001:  30 / 130 loss=7.1\n")
+    log.write_text(stepped, encoding="utf-8")
+    assert training_seconds(str(log)) == 60.0
