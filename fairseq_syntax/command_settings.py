@@ -385,10 +385,9 @@ def orphaned_checkpoints_error(cfg: Any) -> Optional[str]:
     restore = getattr(checkpoint, "restore_file", "checkpoint_last.pt") or "checkpoint_last.pt"
     if not isinstance(save_dir, str) or not os.path.isdir(save_dir) or getattr(checkpoint, "no_save", False):
         return None
+    if restore == "checkpoint_last.pt" and os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
+        return None  # resuming the folder's own run (fairseq does, whatever --finetune-from-model says)
     default = restore == "checkpoint_last.pt" and not getattr(checkpoint, "finetune_from_model", None)
-    if default and not getattr(checkpoint, "no_last_checkpoints", False) \
-            and os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
-        return None  # resuming the folder's own run
     if not default and os.path.isfile(restore) and not getattr(checkpoint, "finetune_from_model", None) and \
             os.path.dirname(os.path.realpath(restore)) == os.path.realpath(save_dir):
         return None  # going on from one of the folder's own checkpoints
