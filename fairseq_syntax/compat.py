@@ -92,7 +92,7 @@ from fairseq_syntax_core.errors import CheckpointError, InputError, UsageError, 
 from fairseq_syntax_core.fileio import check_input_file
 from fairseq_syntax_core.interrupts import add_error_note, install_error_hook
 from fairseq_syntax_core.signal_exceptions import signals_raised
-from fairseq_syntax_core.startup import ensure_open_files, ensure_standard_output
+from fairseq_syntax_core.startup import ensure_open_files, ensure_standard_output, program_name
 
 from .checkpoints import caller_only_settings, model_class_problem, stored_task_problem
 from .results_file import earlier_results_kept, generate_main
@@ -478,4 +478,5 @@ def install() -> None:
     install_setting_guards()
     install_error_hook()
     ensure_open_files(OPEN_FILES_NEEDED)  # after the hook: a refusal is one line
-    ensure_standard_output()
+    if program_name().startswith("fairseq-"):  # a command (not the hub in a service without a terminal)
+        ensure_standard_output()

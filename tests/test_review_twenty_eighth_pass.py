@@ -1529,3 +1529,15 @@ def test_fairseq_interactive_with_standard_input_closed_is_one_line(tmp_path):
     result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             preexec_fn=lambda: os.close(0))
     one_line_error(result, "fairseq-interactive", "standard input is closed (<&-)")
+
+
+def test_the_plugin_imported_outside_a_command_with_standard_output_closed_is_not_refused(tmp_path):
+    """The hub in a service started without a terminal: only fairseq's commands write their output there."""
+    import subprocess
+    import sys
+
+    code = ("import argparse, sys; sys.argv = ['service']; from fairseq.utils import import_user_module; "
+            "import_user_module(argparse.Namespace(user_dir='fairseq_syntax')); print('imported', file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 0 and result.stderr.strip().endswith("imported"), result.stderr[-2000:]
