@@ -29,7 +29,7 @@ from .commands import text_writer
 from .rendering import md_code, md_row, md_text
 from .result_format import FORMAT, PROG, load_results
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED
-from .table import _check_same_sentences, compare_seeds, p_text
+from .table import _check_same_sentences, _mean_std, compare_seeds, p_text
 
 __all__ = ["Claim", "add_parser", "check_table_options", "claims_table", "direction", "main"]
 
@@ -72,10 +72,7 @@ def _device_kind(result: Dict) -> str:
 
 
 def _bleu(runs: List[Dict], test: str) -> str:
-    values = [r["tests"][test]["scores"]["BLEU"] for r in runs]
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+    return _mean_std([r["tests"][test]["scores"]["BLEU"] for r in runs])
 
 
 def claims_table(claims: Sequence[Claim], loaded: Dict[str, List[Dict]], alpha: float = 0.05,
