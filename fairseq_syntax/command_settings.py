@@ -388,8 +388,9 @@ def orphaned_checkpoints_error(cfg: Any) -> Optional[str]:
     if restore == "checkpoint_last.pt" and os.path.lexists(os.path.join(save_dir, f"checkpoint_last{suffix}.pt")):
         return None  # resuming the folder's own run (fairseq does, whatever --finetune-from-model says)
     default = restore == "checkpoint_last.pt" and not getattr(checkpoint, "finetune_from_model", None)
-    if not default and os.path.isfile(restore) and not getattr(checkpoint, "finetune_from_model", None) and \
-            os.path.dirname(os.path.realpath(restore)) == os.path.realpath(save_dir):
+    opened = restore.replace(".pt", f"{suffix}.pt") if suffix else restore  # as fairseq opens --restore-file
+    if not default and os.path.isfile(opened) and not getattr(checkpoint, "finetune_from_model", None) and \
+            os.path.dirname(os.path.realpath(opened)) == os.path.realpath(save_dir):
         return None  # going on from one of the folder's own checkpoints
     pattern = re.compile(_WRITTEN.format(suffix=re.escape(suffix)))
     found = sorted((n for n in os.listdir(save_dir) if pattern.fullmatch(n)), key=_latest_first)

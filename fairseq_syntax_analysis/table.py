@@ -1,6 +1,7 @@
 """``fairseq-syntax-report table``: mean and deviation over seeds, and per seed the paired bootstrap
 against the same seed of the baseline (sacreBLEU's, recomputed from the stored statistics)."""
 
+import re
 import statistics
 from typing import Dict, List, Optional, Tuple
 
@@ -25,9 +26,30 @@ def _settings(signature: str) -> str:
     return "|".join(field for field in signature.split("|") if not field.startswith("version:"))
 
 
+def _check_same_segmentation(a: Dict, b: Dict) -> None:
+    """Two models compared must have trained on the same text: the same BPE codes and text dictionaries (a syntax
+    model's data-bin adds stream dictionaries, which may differ), and the same parse perturbation (none)."""
+    ta, tb = a.get("training_data"), b.get("training_data")
+    if not isinstance(ta, dict) or not isinstance(tb, dict):
+        return  # older results record none: the seeds' own check names them
+    texts = lambda t: {k: v for k, v in (t.get("dictionaries_sha256") or {}).items()  # noqa: E731
+                       if isinstance(k, str) and re.fullmatch(r"dict\.[^.]+\.txt", k)}
+    differ = [what for what, x, y in (("BPE codes", ta.get("bpe_codes_sha256"), tb.get("bpe_codes_sha256")),
+                                      ("perturbation of the parses", ta.get("perturbation"), tb.get("perturbation")))
+              if x != y]
+    common = set(texts(ta)) & set(texts(tb))
+    differ += [name for name in sorted(common) if texts(ta)[name] != texts(tb)[name]]
+    if differ:
+        raise InputError(a["_path"], None, f"{quoted(a['model'])} trained on other data than {quoted(b['model'])} "
+                         f"({quoted(b['_path'])}): their {', '.join(differ)[:200]} differ, so a difference in BLEU "
+                         "is not the model's; train both on one data-bin")
+
+
 def _check_same_sentences(a: Dict, b: Dict, test: str) -> None:
     """Two results of ``test`` must score the same sentences in the same order: sentence count,
-    sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it)."""
+    sacreBLEU signature, and the reference length of every sentence (BLEU's statistics hold it); and their models
+    must have trained on the same text (:func:`_check_same_segmentation`)."""
+    _check_same_segmentation(a, b)
     ta, tb = a["tests"][test], b["tests"][test]
     digests = ta.get("reference_sha256"), tb.get("reference_sha256")
     if (digests[0] is None) != (digests[1] is None):  # one older result: its references cannot be told apart

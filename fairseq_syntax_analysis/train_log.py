@@ -14,7 +14,7 @@ parts), so that a result's wall time is that of the whole run.
 import math
 import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from fairseq_syntax_core.errors import InputError
 from fairseq_syntax_core.oneline import quoted
@@ -149,13 +149,16 @@ def valid_metrics(path: str, updates: int, subset: str = "valid") -> Dict[str, f
 def training_seconds(path: str) -> Optional[float]:
     """Seconds of fairseq-train in ``path``: per invocation, the time from the settings line it starts with over
     its lines of training (:data:`_OWN`; a clock stepped back counts nothing, not the whole invocation as 0),
-    summed over the invocations a resumed run appended; None when no invocation is logged. The time between
-    invocations (the run stopped: also the lines the next one logs before its settings, and what another fairseq
-    command appended: ``fairseq-validate`` logs under ``valid`` too) does not count, nor do invocations before one
-    that found no checkpoint to resume (a run started again from scratch); time stamps are the log's local clock."""
+    summed over the invocations of the run the log ends with: those that log its identifier (:data:`_RUN_ID`),
+    or in logs without identifiers, those since the last that found no checkpoint to resume (a run started again
+    from scratch). None when no invocation is logged. The time between invocations (the run stopped: also the
+    lines the next one logs before its settings, and what another fairseq command appended: ``fairseq-validate``
+    logs under ``valid`` too) does not count. Time stamps are the log's local clock: a daylight-saving change
+    during an invocation shifts it by the hour."""
     import datetime
 
-    total, current, last, seen = 0.0, 0.0, None, False  # last: the time of the invocation's latest line of its own
+    runs: List[list] = []  # per invocation: [run identifier or None, seconds, started from scratch]
+    last = None  # the time of the current invocation's latest line of its own (None: between invocations)
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in iter(lambda: handle.readline(MAX_LINE), ""):
@@ -167,17 +170,25 @@ def training_seconds(path: str) -> Optional[float]:
                 except ValueError:
                     continue
                 if _START.search(line):
-                    total, current, last, seen = total + current, 0.0, when, True
+                    runs.append([None, 0.0, False])
+                    last = when
                 elif _OTHER_COMMAND.search(line):  # another fairseq command's lines: the invocation has ended
-                    total, current, last = total + current, 0.0, None
-                elif _FRESH.search(line) and last is not None:
-                    total = 0.0  # this invocation starts the run: earlier ones trained something else
+                    last = None
+                elif last is not None and _FRESH.search(line):
+                    runs[-1][2] = True
+                elif last is not None and _RUN_ID.search(line) and runs[-1][0] is None:
+                    runs[-1][0] = _RUN_ID.search(line).group(1)
                 if last is not None and _OWN.match(line):
-                    current += max(0.0, (when - last).total_seconds())
+                    runs[-1][1] += max(0.0, (when - last).total_seconds())
                     last = when
     except OSError as error:
         raise InputError(path, None, f"cannot be read as a fairseq-train log ({error.strerror or error})") from None
-    return total + current if seen else None
+    if not runs:
+        return None
+    if runs[-1][0] is not None:  # the invocations of the log's last run, wherever they are among other runs'
+        return sum(seconds for run_id, seconds, _ in runs if run_id == runs[-1][0])
+    started = max((k for k, run in enumerate(runs) if run[2]), default=0)
+    return sum(seconds for _, seconds, _ in runs[started:])
 
 
 def logs_the_start(path: str) -> bool:

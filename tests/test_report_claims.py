@@ -103,3 +103,25 @@ def test_a_p_value_is_shown_with_the_digits_that_keep_it_on_its_side_of_alpha():
     from fairseq_syntax_analysis.table import p_text
 
     assert p_text(0.001998, 0.002) == "0.001998" and p_text(0.046, 0.05) == "0.046" and p_text(0.0502, 0.05) == "0.050"
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("bpe_codes_sha256", "b" * 64, "BPE codes"),
+    ("perturbation", {"rounds": [{"p": 0.5, "seed": 1}]}, "perturbation of the parses"),
+    ("dictionaries_sha256", {"dict.de.txt": "c" * 64, "dict.en.pos.txt": "d" * 64}, "dict.de.txt")])
+def test_a_model_and_a_baseline_trained_on_other_text_are_not_compared(tmp_path, capsys, key, value, words):
+    """The baseline's results recorded from another data-bin (other BPE codes, a text dictionary) or the model's
+    from perturbed parses: a verdict was given, exit 0."""
+    data = {"bpe_codes_sha256": "a" * 64, "perturbation": None,
+            "dictionaries_sha256": {"dict.de.txt": "e" * 64, "dict.en.pos.txt": "f" * 64}}
+    base, model = fake_result("transformer", 1, POOR), fake_result("transformer_gps", 1, GOOD)
+    base["training_data"], model["training_data"] = dict(data), dict(data, **{key: value})
+    folder = _folder(tmp_path, [base, model])
+    assert rs.cli_main(["claims", "--claim", "Xie", str(folder), "transformer_gps", "transformer"]) == 1
+    assert words in capsys.readouterr().err
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer"]) == 1
+    assert words in capsys.readouterr().err
+    model["training_data"]["dictionaries_sha256"] = {"dict.de.txt": "e" * 64, "dict.en.deplabel.txt": "0" * 64}
+    if key == "dictionaries_sha256":  # a syntax data-bin's stream dictionaries besides the same text ones: compared
+        (folder / "transformer_gps.seed1.json").write_text(__import__("json").dumps(model), encoding="utf-8")
+        assert rs.cli_main(["claims", "--claim", "Xie", str(folder), "transformer_gps", "transformer"]) == 0

@@ -1541,3 +1541,15 @@ def test_the_plugin_imported_outside_a_command_with_standard_output_closed_is_no
     result = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path, preexec_fn=lambda: os.close(1))
     assert result.returncode == 0 and result.stderr.strip().endswith("imported"), result.stderr[-2000:]
+
+
+def test_a_resume_from_the_folders_own_checkpoint_under_a_checkpoint_suffix_is_not_refused(tmp_path):
+    """fairseq opens --restore-file with the suffix put in (ck/checkpoint_1_1.pt is ck/checkpoint_1_1_s1.pt)."""
+    from .conftest import call, tool
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "2", "--checkpoint-suffix", "_s1", "--save-interval-updates", "1")
+    assert (tmp_path / "ck" / "checkpoint_1_1_s1.pt").is_file()
+    resumed = call([tool("fairseq-train"), *TINY, "--max-update", "3", "--checkpoint-suffix", "_s1",
+                    "--restore-file", "ck/checkpoint_1_1.pt"], cwd=tmp_path)
+    assert "checkpoint_1_1_s1.pt" in resumed.stdout + resumed.stderr

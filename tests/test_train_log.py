@@ -153,3 +153,17 @@ def test_another_commands_lines_appended_and_a_clock_stepped_back_are_not_traini
                "2026-11-26 02:01:10 | INFO | train_inner | epoch 001:  30 / 130 loss=7.1\n")
     log.write_text(stepped, encoding="utf-8")
     assert training_seconds(str(log)) == 60.0
+
+
+def test_only_the_invocations_of_the_run_the_log_ends_with_count(tmp_path):
+    """Runs A (10 min), B (60 min), then A resumed (10 min) in one log: 1,200 s, not 4,200 (B is another run)."""
+    def invocation(start, end, run, fresh):
+        return (_invocation(start, fresh, end).replace("some line", f"{start} | INFO | fairseq_syntax.compat | run "
+                                                       f"{run}: its checkpoints carry it\nsome line"))
+
+    a, b = "a" * 32, "b" * 32
+    log = tmp_path / "train.log"
+    log.write_text(invocation("2026-11-26 07:00:00", "2026-11-26 07:10:00", a, True)
+                   + invocation("2026-11-26 08:00:00", "2026-11-26 09:00:00", b, True)
+                   + invocation("2026-11-26 10:00:00", "2026-11-26 10:10:00", a, False), encoding="utf-8")
+    assert training_seconds(str(log)) == 1200.0
