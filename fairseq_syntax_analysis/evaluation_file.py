@@ -45,7 +45,7 @@ def read_evaluation(path: str) -> Dict:
                          f"one row of counts per sentence for {' and '.join(METRIC_KEYS)} (edited?)")
     hyps = ev.get("hypotheses", {}).get(name)
     if hyps is not None and not (isinstance(hyps, list) and len(hyps) == ev["sentences"]
-                                 and all(isinstance(h, str) for h in hyps)):
+                                 and all(isinstance(h, str) and "\n" not in h for h in hyps)):
         raise InputError(path, None, "is not a fairseq-syntax-evaluate JSON: its hypotheses are not one line per "
                          "sentence (edited?)")
     p = ev.get("perturbation", 0)

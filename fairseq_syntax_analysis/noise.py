@@ -82,6 +82,7 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
                 raise InputError(path, None, f"evaluates {quoted(system, 60)}, {first_path} {quoted(first_system, 60)}"
                                  f": the points of {quoted(model, 60)} must be one run's")
         _check_statistics(path, ev, system, bleu)
+        _check_decoded(path, systems[0].get("decoded"), recorded)
         run = _decoded_run(systems[0])
         first_run = runs.setdefault(model, (path, run))
         if first_run[1] != run:
@@ -96,6 +97,25 @@ def noise_points(specs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
     if unrecorded is not None:
         raise unrecorded
     return {m: sorted(v) for m, v in points.items()}
+
+
+def _check_decoded(path: str, decoded: object, recorded: object) -> None:
+    """The evaluation's copy of its log's ``fairseq-syntax-decoded`` record must be one fairseq-generate writes, and
+    say the p of the evaluation's ``perturbation`` (taken from ``--data-bin``): an edited top-level p made a clean
+    score a noise point."""
+    from fairseq_syntax_core.databin import recorded_perturbation
+    from fairseq_syntax_core.decoding_record import MARK, parse_line
+
+    if decoded is None:
+        return
+    if not isinstance(decoded, dict) or parse_line(f"{MARK}\t{json.dumps(decoded)}") is None:
+        raise InputError(path, None, f"its copy of the log's {MARK} line is not what fairseq-generate writes (edited?)")
+    search = decoded.get("search") if isinstance(decoded.get("search"), dict) else {}
+    split = search.get("gen_subset") if isinstance(search.get("gen_subset"), str) else None
+    logged = recorded_perturbation({"perturbation": decoded.get("perturbation")}, path, split)
+    if isinstance(logged, list) or abs(float(logged) - float(recorded)) > 1e-9:
+        raise InputError(path, None, f"says its translations were decoded with p = {quoted(recorded, 20)}, but the "
+                         f"log's {MARK} line it keeps says p = {quoted(logged, 40)}: edited? (evaluate again)")
 
 
 def _decoded_run(system: Dict) -> Optional[str]:

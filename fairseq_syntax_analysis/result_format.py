@@ -36,7 +36,12 @@ def _json_files(folder: str) -> List[str]:
 
 def is_number(value) -> bool:
     """A finite int or float (JSON's true/false are not numbers here)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits: no float holds it
+        return False
 
 
 #: the largest count a sentence's statistics can hold: evaluate refuses lines over 100,000 characters, so
@@ -119,6 +124,10 @@ def test_problem(name: str, test: object) -> Optional[str]:
             statistics_rows(stats.get(m), m) and len(stats[m]) == test["sentences"] for m in METRIC_KEYS):
         return (f"test set {quoted(name)} needs per-sentence statistics (one row per sentence of "
                 f"{' and '.join(f'{statistics_width(m)} counts for {m}' for m in METRIC_KEYS)})")
+    hyps = test.get("hypotheses")
+    if hyps is not None and not (isinstance(hyps, list) and len(hyps) == test["sentences"]
+                                 and all(isinstance(h, str) and "\n" not in h for h in hyps)):
+        return f"test set {quoted(name)}: its hypotheses are not one line per sentence (edited?)"
     for m in METRIC_KEYS:
         recomputed = corpus_score(make_metric(m), stats[m])
         if abs(recomputed - scores[m]) > 1e-6 * max(1.0, abs(scores[m])):

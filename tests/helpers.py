@@ -336,3 +336,12 @@ def crafted_checkpoint(folder, edit, name: str = "model.pt") -> str:
     edit(state["cfg"])
     torch.save(state, os.path.join(folder, name))
     return os.path.join(str(folder), name)
+
+
+def decoded_at(decoded, p):
+    """``decoded`` (a log's ``fairseq-syntax-decoded`` record) as a log decoded on a data-bin perturbed with ``p`` in
+    one round records it: evaluate copies it into its JSON, and ``report noise`` checks it against the JSON's p."""
+    if not isinstance(decoded, dict):
+        return decoded
+    perturbed = isinstance(p, (int, float)) and not isinstance(p, bool) and p != 0
+    return dict(decoded, perturbation={"p": p, "seed": 1} if perturbed else None)

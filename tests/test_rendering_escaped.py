@@ -10,7 +10,7 @@ import pytest
 from fairseq_syntax_analysis import results as rs
 from fairseq_syntax_analysis.evaluate import cli_main as evaluate_main
 from .conftest import parsed_bin, write
-from .helpers import DECODED_RUN, REFS, fake_result
+from .helpers import DECODED_RUN, REFS, decoded_at, fake_result
 
 HOSTILE = ["a|b", "x\ny", "`code`", "<script>alert(1)</script>", "$\\frac$", "**bold**", "a\\|b", "[l](http://x)",
            "&lt;", "_u_", " spaced ", "|", "``", "\\", "a\r\n\n|b"]
@@ -120,7 +120,8 @@ def test_report_noise_plot_and_awsl_title_with_mathtext(tmp_path):
     ev, ev2 = tmp_path / "ev.json", tmp_path / "ev2.json"
     ev.write_text(json.dumps({"systems": [{"name": "$\\frac$.seed1", "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
                               "perturbation": 0}), encoding="utf-8")
-    ev2.write_text(json.dumps({"systems": [{"name": "_m.seed1", "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
+    ev2.write_text(json.dumps({"systems": [{"name": "_m.seed1", "scores": {"BLEU": 30.0},
+                                             "decoded": decoded_at(DECODED_RUN, 0.1)}],
                                "perturbation": 0.1}), encoding="utf-8")
     plot = tmp_path / "noise.png"
     assert rs.cli_main(["noise", "--plot", str(plot), "--title", "$\\frac$ {", "--point", f"$\\frac$:0={ev}",

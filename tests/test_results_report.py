@@ -16,7 +16,7 @@ from fairseq_syntax_analysis import scoring
 
 from . import fork_server
 from .conftest import REPO, SAMPLE, tool
-from .helpers import DECODED_RUN, REFS, _folder, fake_result  # noqa: F401
+from .helpers import DECODED_RUN, REFS, _folder, decoded_at, fake_result  # noqa: F401
 
 
 def test_result_says_early_stopped_or_capped():
@@ -195,7 +195,7 @@ def test_noise_plot_from_evaluations(tmp_path, capsys):
                            ("transformer_dep_rel", 0.0, 31.0), ("transformer_dep_rel", 0.2, 29.5)):
         path = tmp_path / f"{model}.{p}.json"
         path.write_text(json.dumps({"systems": [{"name": f"{model}.seed1", "scores": {"BLEU": bleu},
-                                                 "decoded": DECODED_RUN}],
+                                                 "decoded": decoded_at(DECODED_RUN, p)}],
                                     "reference": "test.de", "sentences": 10, "perturbation": p}), encoding="utf-8")
         paths.append(f"{model}:{p}={path}")
     plot = tmp_path / "noise.png"
@@ -299,7 +299,8 @@ def test_outputs_never_replace_what_the_command_reads(tmp_path, capsys):
 
 def _point(tmp_path, name, system, reference="test.de", sentences=10, perturbation=0.0):
     path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
+    path.write_text(json.dumps({"systems": [{"name": system, "scores": {"BLEU": 30.0},
+                                             "decoded": decoded_at(DECODED_RUN, perturbation)}],
                                 "reference": reference, "sentences": sentences, "perturbation": perturbation}),
                     encoding="utf-8")
     return path
@@ -325,9 +326,7 @@ def test_noise_points_of_one_curve_are_one_runs_on_one_test_set(tmp_path, capsys
 def test_a_noise_point_is_the_p_its_evaluation_records_and_one_evaluation_one_point(tmp_path, capsys):
     plot = tmp_path / "n.png"
     clean = _point(tmp_path, "clean", "transformer.seed1")
-    noisy = _point(tmp_path, "noisy", "transformer.seed1")
-    data = json.loads(noisy.read_text(encoding="utf-8"))
-    noisy.write_text(json.dumps(dict(data, perturbation=0.3)), encoding="utf-8")  # evaluate --data-bin records it
+    noisy = _point(tmp_path, "noisy", "transformer.seed1", perturbation=0.3)  # evaluate --data-bin records it
     assert rs.cli_main(["noise", "--plot", str(plot), "--point", f"transformer:0={clean}",
                         "--point", f"transformer:0.1={noisy}"]) == 1
     assert f"{noisy}: evaluates a data-bin perturbed with p = 0.3 (its perturbation, from --data-bin), not the " \
@@ -621,3 +620,38 @@ def test_record_refuses_a_train_log_of_the_resumed_part_of_a_run_only(tmp_path, 
     err = capsys.readouterr().err
     assert "train.log: begins with a resume (fairseq-train loaded a checkpoint" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
+
+
+def test_a_noise_point_whose_p_its_own_decoded_record_contradicts_is_refused(tmp_path, capsys):
+    """A clean evaluation with only its top-level perturbation edited to 0.4 became the p = 0.4 point."""
+    clean = _point(tmp_path, "clean", "transformer.seed1")
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(dict(json.loads(clean.read_text(encoding="utf-8")), perturbation=0.4)),
+                      encoding="utf-8")
+    argv = ["noise", "--plot", str(tmp_path / "n.png"), "--point", f"transformer:0={clean}"]
+    assert rs.cli_main(argv + ["--point", f"transformer:0.4={edited}"]) == 1
+    assert "says its translations were decoded with p = 0.4, but the log's fairseq-syntax-decoded line it keeps " \
+           "says p = 0.0" in capsys.readouterr().err
+    data = json.loads(clean.read_text(encoding="utf-8"))
+    data["systems"][0]["decoded"]["checkpoints"][0]["seed"] = -1
+    edited.write_text(json.dumps(data), encoding="utf-8")
+    assert rs.cli_main(argv[:-1] + [f"transformer:0={edited}"]) == 1
+    assert "is not what fairseq-generate writes" in capsys.readouterr().err
+
+
+def test_a_number_of_hundreds_of_digits_or_hypotheses_not_one_per_line_are_refused_in_one_line(tmp_path, capsys):
+    result = fake_result("transformer", 1, REFS)
+    huge = json.loads(json.dumps(result))
+    huge["tests"]["test_2016_flickr"]["scores"]["BLEU"] = 10 ** 400
+    from fairseq_syntax_analysis.result_format import is_number
+
+    assert not is_number(10 ** 400)
+    folder = _folder(tmp_path, [huge])
+    assert rs.cli_main(["table", str(folder)]) == 1
+    assert "needs finite BLEU and chrF2 scores" in capsys.readouterr().err
+    for hyps in (REFS[:-1], REFS[:-1] + ["two\nlines"], REFS[:-1] + [None]):
+        edited = json.loads(json.dumps(result))
+        edited["tests"]["test_2016_flickr"]["hypotheses"] = hyps
+        (folder / "transformer.seed1.json").write_text(json.dumps(edited), encoding="utf-8")
+        assert rs.cli_main(["table", str(folder)]) == 1
+        assert "its hypotheses are not one line per sentence" in capsys.readouterr().err

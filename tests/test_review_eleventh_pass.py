@@ -13,7 +13,7 @@ import pytest
 from fairseq_syntax_analysis import results as rs
 from fairseq_syntax_core.errors import DataBinError, InputError, UsageError
 from .conftest import call, tool
-from .helpers import DECODED_RUN, REFS, _evaluation, fake_result, one_line_error
+from .helpers import DECODED_RUN, REFS, _evaluation, decoded_at, fake_result, one_line_error
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "release_0_2")
 TASK = ["--user-dir", "fairseq_syntax", "--task", "syntax_translation"]
@@ -76,7 +76,8 @@ def test_a_data_bin_s_perturbation_record_is_one_p_or_each_round_s_and_never_gue
 
 
 def _point(path, p):
-    path.write_text(json.dumps({"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0}, "decoded": DECODED_RUN}],
+    path.write_text(json.dumps({"systems": [{"name": "m.seed1", "scores": {"BLEU": 30.0},
+                                             "decoded": decoded_at(DECODED_RUN, p)}],
                                 "reference": "t.de",
                                 "sentences": 10, **({} if p is None else {"perturbation": p})}), encoding="utf-8")
     return path

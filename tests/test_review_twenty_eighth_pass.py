@@ -11,7 +11,7 @@ from fairseq_syntax_analysis import evaluate as ev
 from fairseq_syntax_analysis import results as rs
 from fairseq_syntax_core.errors import InputError
 
-from .helpers import _folder, fake_result
+from .helpers import _folder, decoded_at, fake_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HYPS = ["a man rides a bike", "two dogs play", "a woman reads", "kids swim"] * 5
@@ -25,7 +25,7 @@ def _run(seed, save_dir="ck", updates=20):
 def _point(tmp_path, name, perturbation, decoded=None, bleu=30.0, statistics=None):
     system = {"name": "dep_rel.seed1", "scores": {"BLEU": bleu}}
     if decoded is not None:
-        system["decoded"] = decoded
+        system["decoded"] = decoded_at(decoded, perturbation)
     data = {"systems": [system], "reference": "test.de", "sentences": 1, "perturbation": perturbation}
     if statistics is not None:
         data["statistics"] = {"dep_rel.seed1": {"BLEU": statistics}}
