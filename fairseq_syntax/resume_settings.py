@@ -22,6 +22,7 @@
   started again, finished at ``--max-update`` or ``--patience`` like one started by default.
 """
 
+import argparse
 import ast
 import json
 import logging
@@ -57,6 +58,12 @@ BATCHING = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size",
             ("dataset", "update_ordered_indices_seed", "--update-ordered-indices-seed"),
             ("dataset", "grouped_shuffling", "--grouped-shuffling"),
             ("task", "data", "the data path"))
+#: training settings fairseq takes from this run's command line on resume (the weights' shapes do not show them):
+#: changed, the resumed run trains another system than its first updates did
+TRAINING = (("model", "dropout", "--dropout"), ("model", "attention_dropout", "--attention-dropout"),
+            ("model", "activation_dropout", "--activation-dropout"), ("model", "relu_dropout", "--relu-dropout"),
+            ("model", "encoder_layerdrop", "--encoder-layerdrop"), ("model", "decoder_layerdrop", "--decoder-layerdrop"),
+            ("criterion", "label_smoothing", "--label-smoothing"), ("optimization", "clip_norm", "--clip-norm"))
 #: optimizer settings that fairseq does not take from the command line on resume (the stored param groups win)
 OPTIMIZER_KEPT_EXCEPT = ("_name", "lr")
 
@@ -134,6 +141,13 @@ def resume_error(cfg: Any) -> Optional[str]:
     problem = _carried_state_error(cfg, state, path)
     if problem is not None:
         return problem
+    changed = _training_changes(cfg, state.get("cfg")) if own and not any(resets) else []
+    if changed:
+        flag, stored, given = changed[0]
+        return (f"{one_line(path)[:120]} was trained with {flag} {one_line(str(stored))[:40]}; this run gives "
+                f"{one_line(str(given))[:40]}: resumed so, it is not the same run (its first updates trained another "
+                f"system): resume with {flag} {one_line(str(stored))[:40]}, or train the new settings in another "
+                "--save-dir")
     if resets[1]:
         return None
     extra = state.get("extra_state") if isinstance(state.get("extra_state"), dict) else {}
@@ -309,6 +323,25 @@ def _literal(value: Any) -> Any:
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return value
     return value
+
+
+def _training_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:
+    """(flag, stored value, this run's value) of each :data:`TRAINING` setting that differs (a Namespace section of
+    a legacy model read by its attributes); settings either side does not hold are not compared."""
+    if not isinstance(stored, dict):
+        return []
+    changes = []
+    for section, key, flag in TRAINING:
+        old = stored.get(section)
+        old = vars(old) if isinstance(old, argparse.Namespace) else old
+        if not isinstance(old, dict) or old.get(key) is None:
+            continue
+        new = getattr(getattr(cfg, section, None), key, None)
+        if new is None:
+            continue
+        if _literal(new) != _literal(old[key]):
+            changes.append((flag, old[key], new))
+    return changes
 
 
 def _batching_changes(cfg: Any, stored: Any) -> List[Tuple[str, Any, Any]]:

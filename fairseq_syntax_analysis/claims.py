@@ -29,7 +29,7 @@ from .commands import text_writer
 from .rendering import md_code, md_row, md_text
 from .result_format import FORMAT, PROG, load_results
 from .scoring import DEFAULT_SAMPLES, DEFAULT_SEED
-from .table import _check_same_sentences, _mean_std, compare_seeds, p_text
+from .table import _check_same_sentences, _mean_std, compare_seeds, other_budget, p_text
 
 __all__ = ["Claim", "add_parser", "check_table_options", "claims_table", "direction", "main"]
 
@@ -94,11 +94,12 @@ def claims_table(claims: Sequence[Claim], loaded: Dict[str, List[Dict]], alpha: 
             for r in here[1:]:  # every seed of both scored the same sentences (as ``table`` checks)
                 _check_same_sentences(r, here[0], test)
             runs = {m: sorted((r for r in here if r["model"] == m), key=lambda r: r["seed"]) for m in (model, baseline)}
-            rows = compare_seeds(here, model, baseline, test)
+            budget = other_budget(here, model, baseline)
+            rows = [] if budget else compare_seeds(here, model, baseline, test)
             seeds = " / ".join(",".join(str(r["seed"]) for r in runs[m]) for m in (model, baseline))
             paired = ", ".join(f"{r['difference']:+.2f} (p={p_text(r['p_value'], alpha)})" for r in rows) or "-"
             kinds = {m: sorted({_device_kind(r) for r in runs[m]}) for m in (model, baseline)}
-            verdict = direction(rows, alpha)
+            verdict = budget or direction(rows, alpha)
             if kinds[model] != kinds[baseline]:  # the protocol runs a model and its baseline on one kind of device
                 verdict += (f"; runs on other devices ({md_text(', '.join(kinds[model]))} against "
                             f"{md_text(', '.join(kinds[baseline]))})")

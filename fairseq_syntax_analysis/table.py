@@ -99,6 +99,16 @@ def compare_seeds(results: List[Dict], system: str, baseline: str, test: str,
     return rows
 
 
+def other_budget(results: List[Dict], system: str, baseline: str) -> Optional[str]:
+    """``"not compared: trained under other update caps (768 against 2000)"`` when the two models' runs had other
+    ``--max-update`` caps (the protocol gives every model of a comparison one budget), else None."""
+    caps = [sorted({r["max_update"] for r in results if r["model"] == m}) for m in (system, baseline)]
+    if caps[0] and caps[1] and caps[0] != caps[1]:
+        shown = ["/".join(map(str, c)) for c in caps]
+        return f"not compared: trained under other update caps ({shown[0]} against {shown[1]})"
+    return None
+
+
 def _unpaired(results: List[Dict], system: str, baseline: str, test: str) -> str:
     """`` (seeds 3, 4 without a baseline run)``: the system's seeds the paired tests leave out."""
     have = {r["seed"] for r in results if r["model"] == baseline and test in r["tests"]}
@@ -158,12 +168,15 @@ def make_table(results: List[Dict], baseline: str, compares: List[Tuple[str, str
             stops = sorted({r["stopped"] for r in runs})
             updates = "/".join(str(r["updates"]) for r in runs)
             training = f"{', '.join(stops)} ({updates} updates)"
-            verdict = "(baseline)" if m == baseline else \
+            verdict = "(baseline)" if m == baseline else other_budget(here, m, baseline) or \
                 _verdict(compare_seeds(here, m, baseline, test), alpha) + _unpaired(here, m, baseline, test)
             out.append(md_row([md_code(m), ",".join(str(r["seed"]) for r in runs), md_text(training),
                                _mean_std(bleu), _mean_std(chrf), verdict]))
         for system, base in compares:
-            rows = compare_seeds(here, system, base, test)
+            rows = [] if other_budget(here, system, base) else compare_seeds(here, system, base, test)
+            if other_budget(here, system, base) and any(r["model"] == system for r in here):
+                compared.add((system, base))
+                out.append(f"\n{md_code(system)} against {md_code(base)}: {other_budget(here, system, base)}")
             if rows:
                 compared.add((system, base))
                 out.append(f"\n{md_code(system)} against {md_code(base)} (same seeds): {_verdict(rows, alpha)}"

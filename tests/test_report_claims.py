@@ -125,3 +125,17 @@ def test_a_model_and_a_baseline_trained_on_other_text_are_not_compared(tmp_path,
     if key == "dictionaries_sha256":  # a syntax data-bin's stream dictionaries besides the same text ones: compared
         (folder / "transformer_gps.seed1.json").write_text(__import__("json").dumps(model), encoding="utf-8")
         assert rs.cli_main(["claims", "--claim", "Xie", str(folder), "transformer_gps", "transformer"]) == 0
+
+
+def test_a_model_and_a_baseline_trained_under_other_update_caps_are_not_compared(tmp_path, capsys):
+    """60 updates against 20: "holds" (+21 BLEU), and the table said significantly better."""
+    long = fake_result("transformer_dep_rel", 1, GOOD, updates=60, cap=60)
+    folder = _folder(tmp_path, [fake_result("transformer", 1, POOR, updates=20, cap=20), long])
+    assert rs.cli_main(["claims", "--claim", "Omote", str(folder), "transformer_dep_rel", "transformer"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| Omote"))
+    assert row.endswith("| not compared: trained under other update caps (60 against 20) |") and "holds" not in row
+    assert rs.cli_main(["table", str(folder), "--baseline", "transformer",
+                        "--compare", "transformer_dep_rel:transformer"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not compared: trained under other update caps (60 against 20)") == 2
+    assert "significantly better" not in out

@@ -1553,3 +1553,18 @@ def test_a_resume_from_the_folders_own_checkpoint_under_a_checkpoint_suffix_is_n
     resumed = call([tool("fairseq-train"), *TINY, "--max-update", "3", "--checkpoint-suffix", "_s1",
                     "--restore-file", "ck/checkpoint_1_1.pt"], cwd=tmp_path)
     assert "checkpoint_1_1_s1.pt" in resumed.stdout + resumed.stderr
+
+
+def test_a_run_resumed_with_another_dropout_or_label_smoothing_is_refused_not_recorded_as_one_run(tmp_path):
+    """fairseq builds the resumed model from this command line: dropout 0.5 after 0.1 left no trace in the
+    checkpoints, and record wrote one result of the two systems."""
+    from .conftest import call, tool
+    from .helpers import one_line_error
+
+    shutil.copytree(os.path.join(FIXTURE, "data-bin"), tmp_path / "data-bin")
+    _train(tmp_path, "--max-update", "1", "--dropout", "0.1")
+    refused = call([tool("fairseq-train"), *TINY, "--max-update", "2", "--dropout", "0.5"], cwd=tmp_path,
+                   expect_ok=False)
+    one_line_error(refused, "fairseq-train", "ck/checkpoint_last.pt was trained with --dropout 0.1; this run gives 0.5",
+                   "resume with --dropout 0.1")
+    _train(tmp_path, "--max-update", "2", "--dropout", "0.1")  # the same settings resume
