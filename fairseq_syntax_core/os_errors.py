@@ -56,6 +56,12 @@ def error_message(error: BaseException) -> str:
         message = f"{' -> '.join(files)}: {error.strerror}" if files else error.strerror
         hint = _OS_HINTS.get(error.errno, "the command reading the output stopped reading"
                              if stdout and error.errno == errno.EPIPE else None)
+        if error.errno == errno.EFBIG:
+            from .startup import file_size_limit
+
+            limit = file_size_limit()
+            hint = (f"the file-size limit (ulimit -f: {limit} bytes) stops the write: raise it, or write less"
+                    if limit is not None else hint)
         if error.errno in (errno.EEXIST, errno.ENOTDIR) and len(files) == 1:  # os.makedirs onto or under a file
             from .fileio import file_in_the_way  # (fileio imports interrupts, which imports this)
 

@@ -59,13 +59,32 @@ def _interrupted(signum, frame) -> None:
     os._exit(128 + signum)
 
 
+def file_size_limit() -> "int | None":
+    """The soft file-size limit in bytes (``ulimit -f``), or None when there is none."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def _import_error(kind, value, traceback) -> None:
-    """A file-system error while a command imports its libraries (sacreBLEU's portalocker asks for a temporary
-    folder at import): one line, exit 1, as the command's own handler prints it later on."""
-    if not issubclass(kind, OSError) or os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") == "1":
-        return sys.__excepthook__(kind, value, traceback)
+    """A file-system error or too little memory while a command imports its libraries (sacreBLEU's portalocker
+    asks for a temporary folder at import; torch maps hundreds of MB): one line, exit 1, as the command's own
+    handler prints it later on."""
     text = " ".join(str(value).split())
-    if "temporary directory" in text:
+    memory = issubclass(kind, MemoryError) or (issubclass(kind, (ImportError, OSError)) and (
+        "failed to map segment" in text or "Cannot allocate memory" in text))
+    if not (issubclass(kind, OSError) or memory) or os.environ.get("FAIRSEQ_SYNTAX_TRACEBACK") == "1":
+        return sys.__excepthook__(kind, value, traceback)
+    if memory:
+        text = (f"too little memory to load its libraries ({text[:160] or kind.__name__}): a memory limit "
+                "(ulimit -v) below what torch needs? raise it")
+    elif "temporary directory" in text and file_size_limit() is not None:
+        text += f": the file-size limit (ulimit -f: {file_size_limit()} bytes) lets no file be written; raise it"
+    elif "temporary directory" in text:
         text += ": free space in one of them, or set TMPDIR to a folder with room"
     sys.stderr.write(f"{_prog()}: error: {text}\n")
 
@@ -75,6 +94,12 @@ def install_startup_handler() -> bool:
     for a file-system error while it imports); returns whether it did."""
     if not _prog().startswith(OUR_COMMANDS):
         return False
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # torch's MKL aborts with a message about its own library when it imports here
+        sys.stderr.write(f"{_prog()}: error: the working folder no longer exists (removed while it was the current "
+                         "folder): change to an existing folder\n")
+        os._exit(1)
     multiprocessing = sys.modules.get("multiprocessing")  # a spawned worker gets its parent's argv
     if multiprocessing is not None and multiprocessing.parent_process() is not None:
         return False

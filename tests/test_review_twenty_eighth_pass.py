@@ -1568,3 +1568,29 @@ def test_a_run_resumed_with_another_dropout_or_label_smoothing_is_refused_not_re
     one_line_error(refused, "fairseq-train", "ck/checkpoint_last.pt was trained with --dropout 0.1; this run gives 0.5",
                    "resume with --dropout 0.1")
     _train(tmp_path, "--max-update", "2", "--dropout", "0.1")  # the same settings resume
+
+
+def test_a_memory_limit_a_file_size_limit_and_a_removed_working_folder_are_one_line_each(tmp_path, capsys):
+    """``ulimit -v``: a traceback from ``import torch``; ``ulimit -f 0``: "free space, or set TMPDIR" with 69 GB
+    free; a removed working folder: MKL's abort naming torch's own library."""
+    import resource
+    import subprocess
+
+    from fairseq_syntax_core import startup
+
+    from .conftest import tool
+    from .helpers import one_line_error
+
+    startup._import_error(ImportError, ImportError("libtorch_cpu.so: failed to map segment from shared object"), None)
+    assert "too little memory to load its libraries" in capsys.readouterr().err
+    argv = [tool("fairseq-syntax-report"), "table", os.path.join(ROOT, "examples", "dep_rel", "results", "multi30k")]
+    limited = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                                   (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1])))
+    if limited.returncode != 0:  # whether a library writes at start-up depends on its caches
+        one_line_error(limited, "fairseq-syntax-report", "ulimit -f")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    removed = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: (os.chdir(gone), os.rmdir(gone)))
+    one_line_error(removed, "fairseq-syntax-report", "the working folder no longer exists")
