@@ -1324,6 +1324,18 @@ def test_a_split_listed_nowhere_or_a_cut_record_is_refused_and_an_older_data_bin
     assert "a data-bin of an earlier release" in caplog.text
 
 
+def _stripped_copy(folder):
+    """A hand-parsed data-bin ``folder/bin`` (returned) and a copy ``folder/stripped`` with every files_sha256 key
+    removed from its syntax.json."""
+    clean = _hand_parsed_bin(folder)
+    shutil.copytree(clean, folder / "stripped")
+    meta = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))
+    for entry in meta["splits"].values():
+        del entry["files_sha256"]
+    (folder / "stripped" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    return clean
+
+
 def test_a_stripped_record_is_not_laundered_by_perturb_nor_accepted_beside_a_recording_shard(tmp_path):
     """With every files_sha256 key removed, a data-bin reads as one of an earlier release: perturb then recorded fresh
     digests of the swapped-in files it copied, and a stripped second shard trained beside a recording first one
@@ -1331,12 +1343,7 @@ def test_a_stripped_record_is_not_laundered_by_perturb_nor_accepted_beside_a_rec
     from .conftest import call, tool
     from .helpers import one_line_error
 
-    clean = _hand_parsed_bin(tmp_path)
-    shutil.copytree(clean, tmp_path / "stripped")
-    meta = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))
-    for entry in meta["splits"].values():
-        del entry["files_sha256"]
-    (tmp_path / "stripped" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    _stripped_copy(tmp_path)
     done = call([tool("fairseq-syntax-perturb"), "stripped", "--destdir", "noisy", "--p", "0.5", "--splits", "test"],
                 cwd=tmp_path)
     assert "records no digests of the train split's files" in done.stderr
@@ -1500,12 +1507,7 @@ def test_a_checkpoint_of_a_recording_data_bin_refuses_one_whose_record_was_remov
     from .conftest import call, tool
     from .helpers import one_line_error
 
-    clean = _hand_parsed_bin(tmp_path)
-    shutil.copytree(clean, tmp_path / "stripped")
-    meta = json.loads((clean / "syntax.json").read_text(encoding="utf-8"))
-    for entry in meta["splits"].values():
-        del entry["files_sha256"]
-    (tmp_path / "stripped" / "syntax.json").write_text(json.dumps(meta), encoding="utf-8")
+    _stripped_copy(tmp_path)
     call([tool("fairseq-train"), "bin", *TINY[1:], "--arch", "transformer_dep_rel", "--max-tokens", "1000",
           "--max-update", "2", "--cpu", "--required-batch-size-multiple", "1"], cwd=tmp_path)
     generate = [tool("fairseq-generate"), "stripped", "--user-dir", "fairseq_syntax", "--task", "syntax_translation",
